@@ -1,0 +1,1 @@
+"""Benchmark registry and the SPS regression gate."""

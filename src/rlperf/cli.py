@@ -1,0 +1,206 @@
+"""``rlperf`` command line: train, and the commands registered by the profiling and bench packages.
+
+Every ``rlperf train`` flag is generated from a field of :class:`rlperf.config.Config`
+(``--num-envs`` sets ``env.num_envs``), so the CLI and the config cannot drift apart. Flags the
+user did not give are absent from the parsed namespace (``argparse.SUPPRESS``); that is how
+``--resume`` tells an explicit, conflicting flag from a default.
+
+Errors a user can fix (bad values, unknown env, unreadable checkpoint) print one line
+``rlperf: error: ...`` and exit with status 2 before any work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rlperf.config import PRESETS, Config, ConfigError, field_index, preset, set_field
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# Modules that add subcommands; each has ``register(subparsers)``.
+COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
+
+# Settings that may change when resuming; any other explicit flag must match the checkpoint.
+RESUMABLE_OVERRIDES = {
+    "total_steps", "threads", "progress", "checkpoint_every", "sps_window_s", "warmup_iters",
+    "cuda_sync",
+}  # fmt: skip
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed as one line, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line instead of usage text + error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    print(f"rlperf: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+# -- config flags ------------------------------------------------------------------------
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per config field, plus --preset and --resume."""
+    group = parser.add_argument_group("training configuration (defaults: the preset)")
+    group.add_argument(
+        "--preset", default="default", choices=sorted(PRESETS), help="named configuration"
+    )
+    group.add_argument("--resume", metavar="DIR", help="continue the run saved in DIR")
+    for name, (_, f) in field_index().items():
+        flag = "--" + name.replace("_", "-")
+        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "dest": name}
+        help_text = f.metadata.get("help", "")
+        default_value = getattr(getattr(Config(), _section_of(name)), name)
+        if isinstance(default_value, bool):
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif isinstance(default_value, tuple):
+            kwargs.update(nargs="+", type=int, metavar="N")
+        elif name == "run_dir":
+            kwargs.update(metavar="DIR")
+        else:
+            kwargs["type"] = type(default_value) if default_value is not None else str
+            if name == "env":
+                kwargs["metavar"] = "NAME"
+        group.add_argument(flag, help=f"{help_text} (default: {default_value})", **kwargs)
+
+
+def _section_of(name: str) -> str:
+    return field_index()[name][0]
+
+
+def explicit_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Config fields the user set on the command line."""
+    return {name: getattr(args, name) for name in field_index() if hasattr(args, name)}
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The preset with explicit flags applied, validated (ConfigError on bad values)."""
+    cfg = preset(args.preset)
+    for name, value in explicit_overrides(args).items():
+        set_field(cfg, _section_of(name), name, value)
+    return cfg.validate()
+
+
+def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
+    """Config and checkpoint of ``run_dir``; explicit flags must agree except resumable ones."""
+    from rlperf.ppo.checkpoint import CheckpointError, load_checkpoint
+
+    payload = load_checkpoint(run_dir)
+    try:
+        cfg = Config.from_dict(payload["config"])
+    except (KeyError, TypeError, ConfigError) as e:
+        raise CheckpointError(f"cannot resume: checkpoint config is unusable ({e})") from e
+    for name, value in explicit_overrides(args).items():
+        section = _section_of(name)
+        saved = getattr(getattr(cfg, section), name)
+        if name == "run_dir":
+            if Path(value).resolve() != run_dir.resolve():
+                raise CheckpointError(
+                    f"mismatched --resume: --run-dir {value} differs from the resumed run {run_dir}"
+                )
+            continue
+        if name in RESUMABLE_OVERRIDES:
+            set_field(cfg, section, name, value)
+        elif (tuple(value) if isinstance(value, list) else value) != saved:
+            raise CheckpointError(
+                f"mismatched --resume: checkpoint has {name}={saved}, command line gives {value}"
+            )
+    cfg.run.run_dir = str(run_dir)
+    cfg.validate()
+    if cfg.run.total_steps < int(payload.get("global_step", 0)):
+        raise CheckpointError(
+            f"cannot resume: total_steps {cfg.run.total_steps} is below the checkpoint's "
+            f"global step {payload['global_step']}"
+        )
+    return cfg, payload
+
+
+def build_trainer(args: argparse.Namespace, profiler: Any = None) -> tuple[Any, bool]:
+    """Trainer for parsed ``train``-style args, restored from ``--resume`` if given.
+
+    Returns (trainer, resumed). Raises ConfigError / CheckpointError / UnknownEnvError.
+    """
+    from rlperf.ppo.trainer import Trainer
+
+    if args.resume:
+        cfg, payload = resume_config(Path(args.resume), args)
+        trainer = Trainer(cfg, profiler=profiler)
+        trainer.load(payload)
+        return trainer, True
+    return Trainer(config_from_args(args), profiler=profiler), False
+
+
+# -- train -------------------------------------------------------------------------------
+def print_summary(summary: dict[str, Any], rows_title: str = "Where the time went") -> None:
+    from rlperf.profiling import get_profiler
+    from rlperf.profiling.breakdown import build_rows, render
+
+    ret = summary["mean_return_last_100"]
+    print(
+        f"\n{summary['global_step']:,} steps in {summary['wall_s']:.2f}s | "
+        f"SPS {summary['sps_cumulative']:,.0f} cumulative (after warm-up), "
+        f"{summary['sps']:,.0f} windowed | mean return (last 100) "
+        f"{'n/a' if ret is None else f'{ret:.1f}'} over {summary['episodes']} episodes\n"
+    )
+    print(render(build_rows(get_profiler().stats(), summary["wall_s"]), summary["wall_s"],
+                 title=rows_title))  # fmt: skip
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from rlperf.ppo.trainer import NonFiniteLossError
+
+    trainer, resumed = build_trainer(args)
+    run_dir = trainer.cfg.run.run_dir
+    try:
+        summary = trainer.train(run_dir, resumed=resumed)
+    except NonFiniteLossError as e:
+        kept = f"; last good checkpoint kept in {run_dir}" if run_dir else ""
+        print(f"rlperf: error: {e}{kept}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("\nrlperf: interrupted; summary written, last checkpoint kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_summary(summary)
+    if run_dir:
+        print(f"\nrun directory: {run_dir}")
+    return EXIT_OK
+
+
+# -- entry point -------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="rlperf", description="A PPO training stack built to be measured."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    train = sub.add_parser("train", help="train PPO and print SPS and the phase breakdown")
+    add_config_flags(train)
+    train.set_defaults(func=cmd_train)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlperf.envs import UnknownEnvError
+    from rlperf.ppo.checkpoint import CheckpointError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except UsageError as e:
+        fail(str(e))
+    except (ConfigError, UnknownEnvError, CheckpointError) as e:
+        fail(str(e))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

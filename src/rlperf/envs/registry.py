@@ -1,0 +1,73 @@
+"""Environment registry: every vectorised environment the trainer can run, by name.
+
+``make_vec("cartpole", 64, seed=1)`` builds rlperf's native batched CartPole;
+``make_vec("gym:LunarLander-v3", 8)`` wraps any registered gymnasium id. New environments
+(the grid, Petri-net and RGB environments on the roadmap) join with :func:`register`.
+
+Every environment returned here follows gymnasium's vector API with ``AutoresetMode.SAME_STEP``
+and reports final observations and episode statistics as documented in ``envs/cartpole.py``:
+that is the contract the trainer relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gymnasium.vector import VectorEnv
+
+EnvFactory = Callable[..., VectorEnv]
+
+GYM_PREFIX = "gym:"
+_REGISTRY: dict[str, EnvFactory] = {}
+
+
+class UnknownEnvError(ValueError):
+    """Raised for an environment name that is neither registered nor a gymnasium id."""
+
+
+def register(name: str, factory: EnvFactory) -> None:
+    """Make ``factory(num_envs, **kwargs)`` available as ``make_vec(name, ...)``."""
+    if name.startswith(GYM_PREFIX):
+        raise ValueError(f"names starting with {GYM_PREFIX!r} are reserved for gymnasium ids")
+    _REGISTRY[name] = factory
+
+
+def registered() -> list[str]:
+    """Names of the registered environments (gymnasium ids are reachable as ``gym:<id>``)."""
+    return sorted(_REGISTRY)
+
+
+def check_env_name(name: str) -> None:
+    """Raise :class:`UnknownEnvError` with a one-line message unless ``name`` can be built."""
+    if name.startswith(GYM_PREFIX):
+        import gymnasium
+
+        env_id = name[len(GYM_PREFIX) :]
+        if env_id not in gymnasium.registry:
+            raise UnknownEnvError(f"unknown gymnasium id {env_id!r} in env {name!r}")
+        return
+    if name not in _REGISTRY:
+        known = ", ".join(registered())
+        raise UnknownEnvError(
+            f"unknown env {name!r}: choose one of {known}, or gym:<id> for a gymnasium id"
+        )
+
+
+def make_vec(name: str, num_envs: int, seed: int | None = None, **kwargs: Any) -> VectorEnv:
+    """Build ``num_envs`` copies of environment ``name`` as one vector env, reset with ``seed``.
+
+    The returned env has already been reset once (with ``seed`` when given); the trainer calls
+    ``reset(seed=...)`` again itself, so this only makes the env immediately usable.
+    """
+    check_env_name(name)
+    if num_envs <= 0:
+        raise ValueError(f"num_envs must be positive, got {num_envs}")
+    if name.startswith(GYM_PREFIX):
+        from rlperf.envs.gym_adapter import make_gym_vec
+
+        env = make_gym_vec(name[len(GYM_PREFIX) :], num_envs, **kwargs)
+    else:
+        env = _REGISTRY[name](num_envs, **kwargs)
+    env.reset(seed=seed)
+    return env

@@ -1,0 +1,71 @@
+"""Checkpoints: written atomically, loaded with ``torch.load(..., weights_only=True)``.
+
+A checkpoint holds only tensors and plain Python values (numpy arrays are converted to tensors),
+so loading it never runs pickled code. It is written to a temporary file in the same directory,
+flushed to disk, then renamed over the old one: a crash at any moment leaves either the previous
+checkpoint or the new one, never a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_FORMAT = "rlperf.checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable or does not match the run; one-line message."""
+
+
+def to_tensors(value: Any) -> Any:
+    """Recursively turn numpy arrays into tensors so ``weights_only`` loading accepts them."""
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, dict):
+        return {k: to_tensors(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_tensors(v) for v in value)
+    return value
+
+
+def to_numpy(value: Any) -> Any:
+    """Inverse of :func:`to_tensors`."""
+    if isinstance(value, torch.Tensor):
+        return value.numpy()
+    if isinstance(value, dict):
+        return {k: to_numpy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_numpy(v) for v in value)
+    return value
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path`` atomically (temp file, fsync, rename)."""
+    payload = {"format": CHECKPOINT_FORMAT, **payload}
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """Load ``run_dir/checkpoint.pt``; raise :class:`CheckpointError` with a one-line reason."""
+    path = Path(run_dir) / CHECKPOINT_NAME
+    if not path.is_file():
+        raise CheckpointError(f"cannot resume: no {CHECKPOINT_NAME} in {run_dir}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for a corrupt or foreign file
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"cannot resume: {path} is unreadable ({first_line})") from e
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"cannot resume: {path} is not an {CHECKPOINT_FORMAT} checkpoint")
+    return payload
