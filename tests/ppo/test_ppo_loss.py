@@ -1,0 +1,174 @@
+"""The PPO loss on a four-sample batch, worked out by hand.
+
+The batch covers every branch of the clipped objective:
+
+sample  old p  new p  ratio  adv   -adv*ratio  -adv*clip(ratio)  max (branch)
+1       0.4    0.5    1.25   2.0   -2.5        -2.4              -2.4  (clipped)
+2       0.5    0.3    0.6   -1.0    0.6         0.8               0.8  (clipped)
+3       0.5    0.45   0.9    1.5   -1.35       -1.35             -1.35 (inside the range)
+4       0.5    0.625  1.25  -1.0    1.25        1.2               1.25 (unclipped, outside)
+pg_loss = (-2.4 + 0.8 - 1.35 + 1.25) / 4 = -0.425
+
+and of the clipped value loss (clip 0.2):
+
+sample  v     oldv  ret   (v-ret)^2  oldv+clip(v-oldv)  (vc-ret)^2  max (branch)
+1       1.0   0.5   2.0   1.0        0.7                1.69        1.69 (clipped)
+2       0.1   0.0   0.0   0.01       0.1                0.01        0.01 (equal: not clamped)
+3       3.0   2.0   2.5   0.25       2.2                0.09        0.25 (unclipped)
+4      -1.0   0.0  -0.5   0.25      -0.2                0.09        0.25 (unclipped)
+v_loss = 0.5 * (1.69 + 0.01 + 0.25 + 0.25) / 4 = 0.275; unclipped: 0.5 * 1.51 / 4 = 0.18875
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rlperf.ppo.loss import (
+    STAT_NAMES,
+    LossCoefs,
+    discrete_ppo_loss_and_head_grads,
+    normalize_advantages,
+    ppo_loss,
+)
+
+OLD_P = [0.4, 0.5, 0.5, 0.5]
+NEW_P = [0.5, 0.3, 0.45, 0.625]
+ADV = [2.0, -1.0, 1.5, -1.0]
+NEW_V = [1.0, 0.1, 3.0, -1.0]
+OLD_V = [0.5, 0.0, 2.0, 0.0]
+RET = [2.0, 0.0, 2.5, -0.5]
+ENTROPY = [0.6, 0.5, 0.7, 0.2]
+B = 4
+COEFS = LossCoefs(clip_coef=0.2, clip_vloss=True, ent_coef=0.01, vf_coef=0.5)
+
+PG_LOSS = -0.425
+V_LOSS = {True: 0.275, False: 0.18875}
+RATIOS = [1.25, 0.6, 0.9, 1.25]
+APPROX_KL = sum((r - 1) - math.log(r) for r in RATIOS) / B
+CLIPFRAC = 0.75  # samples 1, 2 and 4 lie outside [0.8, 1.2]
+# d loss / d newlogprob: -adv * ratio / B on the unclipped branch, 0 where the clip is the max.
+GRAD_LOGPROB = [0.0, 0.0, -1.5 * 0.9 / B, 1.0 * 1.25 / B]
+# d loss / d v = vf_coef * (v - ret) / B on the unclipped branch (and for all, unclipped).
+GRAD_VALUE = {
+    True: [0.0, 0.5 * 0.1 / B, 0.5 * 0.5 / B, 0.5 * -0.5 / B],
+    False: [0.5 * -1.0 / B, 0.5 * 0.1 / B, 0.5 * 0.5 / B, 0.5 * -0.5 / B],
+}
+
+
+def t(values: list[float], grad: bool = False) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64, requires_grad=grad)
+
+
+def log(values: list[float]) -> torch.Tensor:
+    return torch.tensor([math.log(v) for v in values], dtype=torch.float64)
+
+
+def assert_stats(stats: torch.Tensor, expected: dict[str, float]) -> None:
+    got = dict(zip(STAT_NAMES, stats.tolist(), strict=True))
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
+
+
+@pytest.mark.parametrize("clip_vloss", [True, False])
+def test_reference_loss_and_gradients_by_hand(clip_vloss: bool) -> None:
+    coefs = LossCoefs(0.2, clip_vloss, 0.01, 0.5)
+    newlogprob = log(NEW_P).requires_grad_()
+    entropy, newvalue = t(ENTROPY, grad=True), t(NEW_V, grad=True)
+    loss, stats = ppo_loss(
+        newlogprob, entropy, newvalue, log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
+    )
+    expected_loss = PG_LOSS - 0.01 * 0.5 + 0.5 * V_LOSS[clip_vloss]
+    assert loss.item() == pytest.approx(expected_loss, rel=1e-12)
+    assert_stats(
+        stats,
+        {
+            "loss": expected_loss,
+            "pg_loss": PG_LOSS,
+            "v_loss": V_LOSS[clip_vloss],
+            "entropy": 0.5,
+            "approx_kl": APPROX_KL,
+            "clipfrac": CLIPFRAC,
+        },
+    )
+    assert not stats.requires_grad
+    loss.backward()
+    torch.testing.assert_close(newlogprob.grad, t(GRAD_LOGPROB), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(newvalue.grad, t(GRAD_VALUE[clip_vloss]), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(entropy.grad, t([-0.01 / B] * B), rtol=1e-12, atol=1e-15)
+
+
+def binary_entropy(p: float) -> float:
+    return -(p * math.log(p) + (1 - p) * math.log(1 - p))
+
+
+@pytest.mark.parametrize("clip_vloss", [True, False])
+def test_analytic_loss_and_head_gradients_by_hand(clip_vloss: bool) -> None:
+    """Two actions; the taken one (action 0 or 1, alternating) has probability NEW_P."""
+    coefs = LossCoefs(0.2, clip_vloss, 0.01, 0.5)
+    actions = torch.tensor([0, 1, 0, 1])
+    probs = [
+        [p, 1 - p] if a == 0 else [1 - p, p] for p, a in zip(NEW_P, actions.tolist(), strict=True)
+    ]
+    logits = torch.tensor([[math.log(q) for q in row] for row in probs], dtype=torch.float64)
+    stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
+        logits, t(NEW_V), actions, log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
+    )
+    entropies = [binary_entropy(p) for p in NEW_P]
+    mean_entropy = sum(entropies) / B
+    expected_loss = PG_LOSS - 0.01 * mean_entropy + 0.5 * V_LOSS[clip_vloss]
+    assert_stats(
+        stats,
+        {
+            "loss": expected_loss,
+            "pg_loss": PG_LOSS,
+            "v_loss": V_LOSS[clip_vloss],
+            "entropy": mean_entropy,
+            "approx_kl": APPROX_KL,
+            "clipfrac": CLIPFRAC,
+        },
+    )
+    torch.testing.assert_close(grad_value, t(GRAD_VALUE[clip_vloss]), rtol=1e-12, atol=1e-15)
+    # Chain rule per logit j: d logp(a)/d logit_j = [j == a] - p_j, and the entropy bonus
+    # -ent_coef * mean(H) has d/d logit_j = (ent_coef / B) * p_j * (log p_j + H).
+    expected = [
+        [
+            GRAD_LOGPROB[i] * ((j == a) - row[j])
+            + 0.01 / B * row[j] * (math.log(row[j]) + entropies[i])
+            for j in range(2)
+        ]
+        for i, (row, a) in enumerate(zip(probs, actions.tolist(), strict=True))
+    ]
+    torch.testing.assert_close(grad_logits, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_zero_coefficients_leave_only_the_policy_term() -> None:
+    coefs = LossCoefs(clip_coef=0.2, clip_vloss=True, ent_coef=0.0, vf_coef=0.0)
+    loss, stats = ppo_loss(
+        log(NEW_P), t(ENTROPY), t(NEW_V), log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
+    )
+    assert loss.item() == pytest.approx(PG_LOSS, rel=1e-12)
+    assert stats[STAT_NAMES.index("v_loss")].item() == pytest.approx(0.275, rel=1e-12)
+
+
+def test_wide_clip_makes_every_sample_unclipped() -> None:
+    coefs = LossCoefs(clip_coef=10.0, clip_vloss=True, ent_coef=0.0, vf_coef=0.5)
+    _, stats = ppo_loss(
+        log(NEW_P), t(ENTROPY), t(NEW_V), log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
+    )
+    expected_pg = sum(-a * r for a, r in zip(ADV, RATIOS, strict=True)) / B
+    assert_stats(stats, {"pg_loss": expected_pg, "v_loss": 0.18875, "clipfrac": 0.0})
+
+
+def test_normalize_advantages_uses_the_unbiased_std() -> None:
+    adv = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    std = math.sqrt(((1.5**2) * 2 + (0.5**2) * 2) / 3)
+    expected = [(a - 2.5) / (std + 1e-8) for a in (1.0, 2.0, 3.0, 4.0)]
+    torch.testing.assert_close(normalize_advantages(adv), torch.tensor(expected, dtype=adv.dtype))
+
+
+def test_stat_names_order() -> None:
+    assert STAT_NAMES == ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+    assert COEFS == LossCoefs()
