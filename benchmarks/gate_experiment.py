@@ -1,0 +1,182 @@
+"""How often ``rlperf gate`` cries wolf, and how often it catches a planted slowdown.
+
+Clones this repository at one commit into a temporary directory, adds a second commit there
+that makes every training iteration cost ``--slowdown`` more CPU (a busy-wait proportional to
+the CPU time of collect, compute_advantages and update: SPS drops by that fraction), then runs
+the gate alternately
+
+- base against itself (A/A: an exit 1 is a false alarm), and
+- base against the planted commit (an exit 1 is a catch),
+
+recording each run's exit status, wall time and ratios. The gate code that runs is the clone's
+own (``python -m rlperf.cli gate``), so edits to this checkout during the experiment change
+nothing. Each run's ``--json`` is kept; the samples are re-decided on wall time as well, to
+compare the two metrics on the same measurements.
+
+    python benchmarks/gate_experiment.py --runs 20 --out gate-experiment/
+
+Prints a Markdown summary (also written to OUT/summary.md, with every run in OUT/runs.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PLANTED = """
+
+# --- planted by benchmarks/gate_experiment.py: every phase of an iteration costs {pct}% more
+import time as _planted_time  # noqa: E402
+
+
+def _planted_slowdown(method):  # noqa: ANN001, ANN202
+    def slowed(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        start = _planted_time.process_time()
+        out = method(self, *args, **kwargs)
+        spin_until = _planted_time.process_time() + {fraction} * (
+            _planted_time.process_time() - start
+        )
+        while _planted_time.process_time() < spin_until:
+            pass
+        return out
+
+    return slowed
+
+
+for _name in ("collect", "compute_advantages", "update"):
+    setattr(Trainer, _name, _planted_slowdown(getattr(Trainer, _name)))
+"""
+
+
+def git(args: list[str], cwd: Path) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_clone(repo: Path, commit: str, slowdown: float, where: Path) -> tuple[Path, str, str]:
+    """(clone path, clean sha, planted sha)."""
+    clone = where / "clone"
+    git(["clone", "--quiet", str(repo), str(clone)], where)
+    git(["checkout", "--quiet", "--detach", commit], clone)
+    clean = git(["rev-parse", "HEAD"], clone)
+    trainer = clone / "src" / "rlperf" / "ppo" / "trainer.py"
+    pct = round(100 * slowdown)
+    trainer.write_text(trainer.read_text() + PLANTED.format(pct=pct, fraction=slowdown))
+    git(["-c", "user.name=experiment", "-c", "user.email=experiment@localhost",
+         "commit", "--quiet", "-am", f"Plant a {pct}% slowdown"], clone)  # fmt: skip
+    planted = git(["rev-parse", "HEAD"], clone)
+    git(["checkout", "--quiet", "--detach", clean], clone)
+    return clone, clean, planted
+
+
+def run_gate(clone: Path, base: str, head: str, json_path: Path, gate_args: list[str]) -> dict:
+    """One gate run of ``head`` (checked out as the working tree) against ``base``."""
+    git(["checkout", "--quiet", "--detach", head], clone)
+    env = {**os.environ, "PYTHONPATH": str(clone / "src")}
+    cmd = [sys.executable, "-m", "rlperf.cli", "gate", "--base", base, "--json", str(json_path),
+           *gate_args]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True)
+    wall_s = time.perf_counter() - started
+    row: dict[str, Any] = {"exit": done.returncode, "wall_s": wall_s, "stdout": done.stdout}
+    if done.returncode not in (0, 1, 2) or not json_path.exists():
+        row["stderr"] = done.stderr[-2000:]
+        return row
+    data = json.loads(json_path.read_text())
+    case = data["cases"][0]
+    row["verdicts"] = case["verdicts"]
+    row["rounds"] = len(case["rounds"])
+    return row
+
+
+def redecide_on_wall(clone: Path, json_path: Path) -> int | None:
+    """Exit status the gate gives on the same samples decided on wall time."""
+    if not json_path.exists():
+        return None
+    env = {**os.environ, "PYTHONPATH": str(clone / "src")}
+    cmd = [sys.executable, "-m", "rlperf.cli", "gate", "--from-json", str(json_path),
+           "--metric", "wall"]  # fmt: skip
+    return subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True).returncode
+
+
+def summarise(rows: list[dict], slowdown: float) -> str:
+    def count(kind: str, key: str, code: int) -> int:
+        return sum(1 for r in rows if r["kind"] == kind and r[key] == code)
+
+    n_aa = sum(1 for r in rows if r["kind"] == "A/A")
+    n_pl = len(rows) - n_aa
+    walls = sorted(r["wall_s"] for r in rows)
+    lines = [
+        f"| metric | A/A false alarms (exit 1) | A/A undecided (exit 2) | "
+        f"planted {slowdown:.0%} caught (exit 1) | planted missed (exit 0) | "
+        f"planted undecided (exit 2) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for metric, key in (("cpu (gate default)", "exit"), ("wall (same samples)", "exit_wall")):
+        lines.append(
+            f"| {metric} | {count('A/A', key, 1)}/{n_aa} | {count('A/A', key, 2)}/{n_aa} | "
+            f"{count('planted', key, 1)}/{n_pl} | {count('planted', key, 0)}/{n_pl} | "
+            f"{count('planted', key, 2)}/{n_pl} |"
+        )
+    aa_ratios = [
+        r["verdicts"]["cpu"]["ratio"] for r in rows if r["kind"] == "A/A" and "verdicts" in r
+    ]
+    pl_ratios = [
+        r["verdicts"]["cpu"]["ratio"] for r in rows if r["kind"] == "planted" and "verdicts" in r
+    ]
+    lines += [
+        "",
+        f"gate wall time per run: median {statistics.median(walls):.0f} s, "
+        f"range {walls[0]:.0f}-{walls[-1]:.0f} s over {len(rows)} runs",
+    ]
+    if aa_ratios and pl_ratios:
+        lines.append(
+            f"cpu ratio (head/base): A/A {min(aa_ratios):.3f}-{max(aa_ratios):.3f}, "
+            f"planted {min(pl_ratios):.3f}-{max(pl_ratios):.3f}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="gate runs of each kind")
+    parser.add_argument("--slowdown", type=float, default=0.15, help="planted CPU slowdown")
+    parser.add_argument("--commit", default="HEAD", help="commit of this repo to test")
+    parser.add_argument("--out", type=Path, default=Path("gate-experiment"))
+    parser.add_argument("gate_args", nargs="*", help="extra rlperf gate arguments (after --)")
+    args = parser.parse_args()
+    repo = Path(git(["rev-parse", "--show-toplevel"], Path.cwd()))
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="gate-experiment-") as tmp:
+        clone, clean, planted = make_clone(repo, args.commit, args.slowdown, Path(tmp))
+        print(f"clean {clean[:12]}, planted {planted[:12]} in {clone}", file=sys.stderr)
+        for i in range(args.runs):
+            # Interleave the two kinds so both see the same spread of machine load.
+            for kind, head in (("A/A", clean), ("planted", planted)):
+                json_path = args.out / f"run{i:02d}-{'aa' if kind == 'A/A' else 'planted'}.json"
+                row = run_gate(clone, clean, head, json_path, args.gate_args)
+                row.update(kind=kind, index=i, exit_wall=redecide_on_wall(clone, json_path))
+                rows.append(row)
+                said = (row["stdout"].strip().splitlines() or [row.get("stderr", "")])[-1]
+                print(f"{kind:8s} run {i:2d}: exit {row['exit']} (wall metric: "
+                      f"{row['exit_wall']}) in {row['wall_s']:.0f} s: {said}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                (args.out / "runs.json").write_text(json.dumps(rows, indent=1))
+    summary = summarise(rows, args.slowdown)
+    (args.out / "summary.md").write_text(summary + "\n")
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""Every benchmark case of rlperf, defined once for pytest-benchmark, asv and ``rlperf gate``.
+
+A case names the component it times and its parameters; ``setup`` builds its inputs once and
+returns a :class:`Prepared` whose ``run`` is the one call to time and ``items_per_call`` the
+work it does (env steps, samples), so every suite reports throughput the same way.
+
+Imports of rlperf components happen inside the setup functions, by their public names only:
+``rlperf gate`` loads this file from the checkout running the gate and points ``rlperf`` at the
+tree under test, so the same case definitions time the base and the head commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class CaseSkipped(Exception):
+    """This case cannot run on this machine; the message says why (printed, never silent)."""
+
+
+@dataclass
+class Prepared:
+    """A case ready to time: ``run()`` does ``items_per_call`` items of work."""
+
+    run: Callable[[], Any]
+    items_per_call: int
+    items_unit: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: component, parameters and how to build its inputs."""
+
+    component: str
+    params: dict[str, Any]
+    setup_fn: Callable[..., Prepared] = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        """Stable id, e.g. ``gae[T=32,N=64]``."""
+        inner = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.component}[{inner}]" if inner else self.component
+
+    def setup(self) -> Prepared:
+        """Build the inputs (raises CaseSkipped when the machine lacks what the case needs)."""
+        return self.setup_fn(**self.params)
+
+
+SEED = 0
+OBS_DIM, NUM_ACTIONS = 4, 2  # CartPole's sizes, for components timed without an env
+
+
+# -- environments ------------------------------------------------------------------------
+def _env_step(env: str, num_envs: int) -> Prepared:
+    from rlperf.envs import make_vec
+
+    vec = make_vec(env, num_envs, seed=SEED)
+    vec.reset(seed=SEED)
+    vec.single_action_space.seed(SEED)
+    import numpy as np
+
+    actions = np.stack([vec.single_action_space.sample() for _ in range(num_envs)])
+    return Prepared(lambda: vec.step(actions), num_envs, "env_steps")
+
+
+def _env_reset(env: str, num_envs: int) -> Prepared:
+    from rlperf.envs import make_vec
+
+    vec = make_vec(env, num_envs, seed=SEED)
+    return Prepared(lambda: vec.reset(seed=SEED), num_envs, "env_resets")
+
+
+# -- policy ------------------------------------------------------------------------------
+def _policy(hidden: tuple[int, ...] = (64, 64)) -> Any:
+    import torch
+
+    from rlperf.policies.mlp import MLPActorCritic
+
+    torch.manual_seed(SEED)
+    return MLPActorCritic(OBS_DIM, NUM_ACTIONS, hidden)
+
+
+def _policy_act(batch: int) -> Prepared:
+    import torch
+
+    policy = _policy()
+    obs = torch.randn(batch, OBS_DIM, generator=torch.Generator().manual_seed(SEED))
+    gen = torch.Generator().manual_seed(SEED)
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return policy.act(obs, gen)
+
+    return Prepared(run, batch, "samples")
+
+
+# -- host <-> device transfers (CUDA only) -----------------------------------------------
+def _transfer(direction: str, memory: str, non_blocking: bool, batch: int) -> Prepared:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise CaseSkipped(f"CUDA not available (torch {torch.__version__}): nothing to transfer")
+    pinned = memory == "pinned"
+    if direction == "d2h":
+        # The rollout's one copy a step: sampled actions to the host for the environment.
+        src = torch.randint(0, NUM_ACTIONS, (batch,), device="cuda")
+        dst = torch.empty(batch, dtype=torch.int64, pin_memory=pinned)
+    else:
+        # Observations from the environment to the device.
+        src = torch.randn(batch, OBS_DIM, pin_memory=pinned)
+        dst = torch.empty(batch, OBS_DIM, device="cuda")
+
+    def run() -> None:
+        dst.copy_(src, non_blocking=non_blocking)
+        torch.cuda.synchronize()  # the copy is only done once the stream says so
+
+    return Prepared(run, batch, "samples")
+
+
+# -- rollout buffer ----------------------------------------------------------------------
+def _filled_buffer(num_steps: int, num_envs: int) -> Any:
+    import numpy as np
+    import torch
+
+    from rlperf.ppo.rollout import RolloutBuffer
+
+    buf = RolloutBuffer(num_steps, num_envs, OBS_DIM, 0, torch.device("cpu"))
+    rng = np.random.default_rng(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    for t in range(num_steps):
+        buf.write_obs(t, rng.standard_normal((num_envs, OBS_DIM)).astype(np.float32))
+        buf.store_step(
+            t,
+            torch.randint(0, NUM_ACTIONS, (num_envs,), generator=gen),
+            torch.randn(num_envs, generator=gen),
+            torch.randn(num_envs, generator=gen),
+            rng.standard_normal(num_envs).astype(np.float32),
+            np.zeros(num_envs, dtype=np.float32),
+            np.zeros(num_envs, dtype=np.float32),
+        )
+    buf.advantages.copy_(torch.randn(num_steps, num_envs, generator=gen))
+    buf.build_table(buf.advantages + buf.values)
+    return buf
+
+
+def _buffer_store(num_envs: int) -> Prepared:
+    import numpy as np
+    import torch
+
+    from rlperf.ppo.rollout import RolloutBuffer
+
+    buf = RolloutBuffer(32, num_envs, OBS_DIM, 0, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(SEED)
+    actions = torch.randint(0, NUM_ACTIONS, (num_envs,), generator=gen)
+    logprobs, values = torch.randn(num_envs, generator=gen), torch.randn(num_envs, generator=gen)
+    rewards = np.ones(num_envs, dtype=np.float32)
+    flags = np.zeros(num_envs, dtype=np.float32)
+    obs = np.random.default_rng(SEED).standard_normal((num_envs, OBS_DIM)).astype(np.float32)
+
+    def run() -> None:
+        buf.store_step(0, actions, logprobs, values, rewards, flags, flags)
+        buf.write_obs(1, obs)
+
+    return Prepared(run, num_envs, "env_steps")
+
+
+def _minibatch_sampling(num_steps: int, num_envs: int) -> Prepared:
+    import torch
+
+    buf = _filled_buffer(num_steps, num_envs)
+    gen = torch.Generator().manual_seed(SEED)
+
+    def run() -> list:
+        buf.shuffle(gen)
+        return list(buf.minibatches(4))
+
+    return Prepared(run, num_steps * num_envs, "samples")
+
+
+# -- GAE ---------------------------------------------------------------------------------
+def _gae(num_steps: int, num_envs: int) -> Prepared:
+    import numpy as np
+
+    from rlperf.ppo.gae import gae
+
+    rng = np.random.default_rng(SEED)
+    shape = (num_steps, num_envs)
+    rewards = rng.standard_normal(shape).astype(np.float32)
+    values = rng.standard_normal(shape).astype(np.float32)
+    last_value = rng.standard_normal(num_envs).astype(np.float32)
+    terms = (rng.random(shape) < 0.02).astype(np.float32)
+    truncs = (rng.random(shape) < 0.01).astype(np.float32)
+    bootstrap = np.zeros(shape, dtype=np.float32)
+    out = np.zeros(shape, dtype=np.float32)
+
+    def run() -> Any:
+        return gae(rewards, values, last_value, terms, truncs, bootstrap, 0.99, 0.95, out)
+
+    return Prepared(run, num_steps * num_envs, "samples")
+
+
+# -- PPO loss, backward, optimizer -------------------------------------------------------
+def _minibatch(batch: int) -> tuple[Any, Any]:
+    """(policy, minibatch) with realistic old log-probs and values from the policy itself."""
+    import torch
+
+    from rlperf.ppo.loss import normalize_advantages
+
+    policy = _policy()
+    gen = torch.Generator().manual_seed(SEED)
+    obs = torch.randn(batch, OBS_DIM, generator=gen)
+    with torch.inference_mode():
+        actions, logprobs, values = policy.act(obs, gen)
+    mb = {
+        "obs": obs,
+        "actions": actions.clone(),
+        "logprobs": logprobs.clone() + 0.05 * torch.randn(batch, generator=gen),
+        "values": values.clone(),
+        "advantages": normalize_advantages(torch.randn(batch, generator=gen)),
+        "returns": values.clone() + torch.randn(batch, generator=gen),
+    }
+    return policy, mb
+
+
+def _loss_inputs(policy: Any, mb: dict[str, Any]) -> tuple[Any, ...]:
+    from rlperf.ppo.loss import LossCoefs, discrete_ppo_loss_and_head_grads
+
+    logits, newvalue, cache = policy.forward_train(mb["obs"])
+    stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
+        logits, newvalue, mb["actions"], mb["logprobs"], mb["advantages"], mb["returns"],
+        mb["values"], LossCoefs(),
+    )  # fmt: skip
+    return stats, cache, grad_logits, grad_value
+
+
+def _ppo_loss_forward(batch: int) -> Prepared:
+    policy, mb = _minibatch(batch)
+    return Prepared(lambda: _loss_inputs(policy, mb), batch, "samples")
+
+
+def _ppo_backward(batch: int) -> Prepared:
+    policy, mb = _minibatch(batch)
+    _, cache, grad_logits, grad_value = _loss_inputs(policy, mb)
+    return Prepared(lambda: policy.backward(cache, grad_logits, grad_value), batch, "samples")
+
+
+def _optimizer_step(hidden: int) -> Prepared:
+    import torch
+
+    policy = _policy((hidden, hidden))
+    policy.flat.grad = torch.randn(
+        policy.flat.shape, generator=torch.Generator().manual_seed(SEED)
+    ).mul_(1e-3)
+    optimizer = torch.optim.Adam([policy.flat], lr=2.5e-4, eps=1e-5, fused=True)
+    return Prepared(optimizer.step, policy.flat.numel(), "parameters")
+
+
+# -- the trainer -------------------------------------------------------------------------
+def _trainer_config(num_envs: int, threads: int) -> Any:
+    from rlperf.config import Config
+
+    cfg = Config()
+    cfg.env.num_envs = num_envs
+    cfg.run.seed = SEED
+    cfg.run.threads = threads
+    cfg.run.progress = False
+    cfg.ppo.anneal_lr = False  # every timed call does the same work
+    return cfg
+
+
+def _update_epoch(num_envs: int, threads: int) -> Prepared:
+    from rlperf.ppo.trainer import Trainer
+
+    cfg = _trainer_config(num_envs, threads)
+    cfg.ppo.update_epochs = 1
+    trainer = Trainer(cfg)
+    trainer.collect()
+    trainer.compute_advantages()
+    return Prepared(trainer.update, cfg.ppo.num_steps * num_envs, "samples")
+
+
+def _e2e_train(num_envs: int, env_steps: int, threads: int) -> Prepared:
+    from rlperf.ppo.trainer import Trainer
+
+    cfg = _trainer_config(num_envs, threads)
+    cfg.run.warmup_iters = 0
+    cfg.run.total_steps = env_steps
+    trainer = Trainer(cfg)
+
+    def run() -> dict[str, Any]:
+        # Continue the same run for ``env_steps`` more steps (train() stops at total_steps).
+        cfg.run.total_steps = trainer.global_step + env_steps
+        return trainer.train()
+
+    return Prepared(run, env_steps, "env_steps")
+
+
+# -- the registry ------------------------------------------------------------------------
+def _env_names() -> list[str]:
+    from rlperf.envs import registered
+
+    return sorted(registered())
+
+
+def all_cases() -> list[Case]:
+    """Every case, in a stable order (component, then parameters)."""
+    cases: list[Case] = []
+    for env in _env_names():
+        for n in (64, 1024):
+            cases.append(Case("env_step", {"env": env, "num_envs": n}, _env_step))
+            cases.append(Case("env_reset", {"env": env, "num_envs": n}, _env_reset))
+    cases += [Case("policy_act", {"batch": b}, _policy_act) for b in (64, 1024)]
+    for direction in ("d2h", "h2d"):
+        for memory in ("pageable", "pinned"):
+            for non_blocking in (False, True):
+                params = {"direction": direction, "memory": memory,
+                          "non_blocking": non_blocking, "batch": 1024}  # fmt: skip
+                cases.append(Case("transfer", params, _transfer))
+    cases += [Case("buffer_store", {"num_envs": n}, _buffer_store) for n in (64, 1024)]
+    for t, n in ((32, 64), (128, 1024)):
+        cases.append(Case("minibatch_sampling", {"num_steps": t, "num_envs": n},
+                          _minibatch_sampling))  # fmt: skip
+        cases.append(Case("gae", {"num_steps": t, "num_envs": n}, _gae))
+    for b in (512, 4096):
+        cases.append(Case("ppo_loss_forward", {"batch": b}, _ppo_loss_forward))
+        cases.append(Case("ppo_backward", {"batch": b}, _ppo_backward))
+    cases += [Case("optimizer_step", {"hidden": h}, _optimizer_step) for h in (64, 256)]
+    cases.append(Case("update_epoch", {"num_envs": 64, "threads": 1}, _update_epoch))
+    cases.append(Case("e2e_train", {"num_envs": 64, "env_steps": 4096, "threads": 1}, _e2e_train))
+    return cases
+
+
+COMPONENTS = (
+    "env_step", "env_reset", "policy_act", "transfer", "buffer_store", "minibatch_sampling",
+    "gae", "ppo_loss_forward", "ppo_backward", "optimizer_step", "update_epoch", "e2e_train",
+)  # fmt: skip
+
+
+class UnknownCaseError(ValueError):
+    """A requested case or component is not in the registry."""
+
+
+def select(names: list[str]) -> list[Case]:
+    """Cases matching each entry, by full name or by component; UnknownCaseError otherwise."""
+    cases = all_cases()
+    chosen: list[Case] = []
+    for wanted in names:
+        matches = [c for c in cases if wanted in (c.name, c.component)]
+        if not matches:
+            raise UnknownCaseError(
+                f"unknown benchmark case {wanted!r}; components: {', '.join(COMPONENTS)}"
+            )
+        chosen += [c for c in matches if c not in chosen]
+    return chosen

@@ -1,0 +1,58 @@
+"""Git plumbing for the gate: resolve refs and check a commit out in a temporary worktree.
+
+The package is pure Python, so "building" a commit is checking its tree out: the gate's workers
+import ``rlperf`` from ``<worktree>/src``. A worktree shares the repository's objects, so adding
+one is cheap and never touches the user's checkout; it is removed again when the gate ends.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class GitError(RuntimeError):
+    """A git command failed (not a repository, unknown ref); the message is one line."""
+
+
+def git(args: list[str], cwd: Path) -> str:
+    """Run ``git args`` in ``cwd``; its stdout stripped, or GitError with git's first line."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError as e:
+        raise GitError("git is not installed") from e
+    if done.returncode != 0:
+        message = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[0]
+        raise GitError(f"git {' '.join(args)}: {message}")
+    return done.stdout.strip()
+
+
+def repo_root(cwd: Path) -> Path:
+    """Top of the git checkout containing ``cwd``."""
+    return Path(git(["rev-parse", "--show-toplevel"], cwd))
+
+
+def resolve_commit(ref: str, repo: Path) -> str:
+    """Full sha of ``ref``; GitError naming the ref when it is not a commit here."""
+    try:
+        return git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], repo)
+    except GitError as e:
+        raise GitError(f"unknown git ref {ref!r} in {repo}") from e
+
+
+@contextmanager
+def checked_out(sha: str, repo: Path) -> Iterator[Path]:
+    """A detached worktree of ``sha`` in a temporary directory, removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="rlperf-gate-") as tmp:
+        path = Path(tmp) / sha[:12]
+        git(["worktree", "add", "--detach", "--quiet", str(path), sha], repo)
+        try:
+            yield path
+        finally:
+            try:
+                git(["worktree", "remove", "--force", str(path)], repo)
+            except GitError:
+                git(["worktree", "prune"], repo)  # directory already gone: drop the record
