@@ -1,0 +1,227 @@
+"""Trainer behaviour on short CPU runs: determinism, resume, SPS accounting, non-finite loss,
+checkpoints, and the fast update against the autograd update end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rlperf.cli import main
+from rlperf.config import Config
+from rlperf.envs import CartPoleVec
+from rlperf.ppo.trainer import NonFiniteLossError, Trainer
+from rlperf.profiling.sections import Profiler
+
+NUM_ENVS, NUM_STEPS = 8, 16
+BATCH = NUM_ENVS * NUM_STEPS
+TIMING_FIELDS = {"sps", "sps_cumulative", "sections_s"}
+ISSUE_SECTIONS = {
+    "rollout",
+    "rollout/env_step",
+    "rollout/policy_forward",
+    "rollout/device_to_host",
+    "rollout/buffer_store",
+    "gae",
+    "update",
+    "update/minibatch_prep",
+    "update/loss",
+    "update/backward",
+    "update/optimizer_step",
+    "logging",
+}
+
+
+def small_config(iterations: int, **overrides) -> Config:
+    """A few-second CPU run: 8 envs x 16 steps, 4 minibatches x 2 epochs, one thread."""
+    cfg = Config()
+    cfg.env.num_envs = NUM_ENVS
+    cfg.ppo.num_steps = NUM_STEPS
+    cfg.ppo.update_epochs = 2
+    cfg.run.total_steps = iterations * BATCH
+    cfg.run.threads = 1
+    cfg.run.progress = False
+    cfg.run.seed = 3
+    for dotted, value in overrides.items():
+        section, name = dotted.split("__")
+        setattr(getattr(cfg, section), name, value)
+    return cfg.validate()
+
+
+def train(cfg: Config, run_dir: Path | None = None) -> tuple[Trainer, dict]:
+    trainer = Trainer(cfg, profiler=Profiler())
+    return trainer, trainer.train(run_dir)
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def without_timing(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in TIMING_FIELDS} for row in rows]
+
+
+def load_weights_only(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def test_same_seed_gives_identical_losses_returns_and_parameters(tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        trainer, summary = train(small_config(4), tmp_path / name)
+        runs.append((trainer, summary, metrics(tmp_path / name)))
+    (ta, sa, ma), (tb, sb, mb) = runs
+    assert len(ma) == 4
+    assert without_timing(ma) == without_timing(mb)
+    assert any(row["mean_return"] is not None for row in ma), "episodes finished"
+    assert sa["final_stats"] == sb["final_stats"]
+    assert sa["episodes"] == sb["episodes"] > 0
+    assert torch.equal(ta.policy.flat, tb.policy.flat)
+
+    _, other = train(small_config(4, run__seed=4))
+    assert other["final_stats"] != sa["final_stats"], "the seed matters"
+
+
+def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    """Ctrl-C after the iteration-3 checkpoint of a 6-iteration run, then ``--resume``."""
+    straight, _ = train(small_config(6, run__checkpoint_every=3), tmp_path / "straight")
+
+    interrupted = Trainer(small_config(6, run__checkpoint_every=3), profiler=Profiler())
+
+    def stop_after_checkpoint(trainer: Trainer, row: dict) -> None:
+        if row["iteration"] == 3:
+            raise KeyboardInterrupt
+
+    interrupted.callbacks.append(stop_after_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.train(tmp_path / "resumed")
+    summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["global_step"] == 3 * BATCH
+    assert len(metrics(tmp_path / "resumed")) == 3
+
+    assert main(["train", "--resume", str(tmp_path / "resumed")]) == 0
+    assert without_timing(metrics(tmp_path / "resumed")) == without_timing(
+        metrics(tmp_path / "straight")
+    )
+    resumed = load_weights_only(tmp_path / "resumed" / "checkpoint.pt")
+    assert resumed["iteration"] == 6
+    assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
+    final = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert final["interrupted"] is False and final["global_step"] == 6 * BATCH
+
+
+def test_resume_with_more_total_steps_continues_the_run(tmp_path: Path) -> None:
+    """Without LR annealing, N iterations then ``--resume --total-steps 2N`` equals 2N."""
+    straight, straight_summary = train(
+        small_config(6, ppo__anneal_lr=False, run__warmup_iters=1), tmp_path / "straight"
+    )
+    train(small_config(3, ppo__anneal_lr=False, run__warmup_iters=1), tmp_path / "resumed")
+    code = main(["train", "--resume", str(tmp_path / "resumed"), "--total-steps", str(6 * BATCH)])
+    assert code == 0
+    assert without_timing(metrics(tmp_path / "resumed")) == without_timing(
+        metrics(tmp_path / "straight")
+    )
+    resumed = load_weights_only(tmp_path / "resumed" / "checkpoint.pt")
+    assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
+    summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert summary["episodes"] == straight_summary["episodes"]
+    assert summary["mean_return_last_100"] == straight_summary["mean_return_last_100"]
+
+
+def test_cumulative_sps_after_resume_counts_only_measured_steps(tmp_path: Path) -> None:
+    """Each process leaves out its warm-up iterations; the resumed one is not credited with the
+    global steps it did not run."""
+    warmup = 2
+    train(small_config(4, run__warmup_iters=warmup), tmp_path)
+    first = load_weights_only(tmp_path / "checkpoint.pt")
+    assert first["counted_steps"] == (4 - warmup) * BATCH
+    assert main(["train", "--resume", str(tmp_path), "--total-steps", str(8 * BATCH)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["global_step"] == 8 * BATCH
+    assert summary["sps_counted_steps"] == 2 * (4 - warmup) * BATCH
+    assert summary["sps_counted_s"] > first["counted_s"] > 0
+    expected = summary["sps_counted_steps"] / summary["sps_counted_s"]
+    assert summary["sps_cumulative"] == pytest.approx(expected, rel=1e-9)
+
+
+def nan_rewards_from_call(monkeypatch: pytest.MonkeyPatch, first_bad_call: int) -> None:
+    """CartPole returns NaN rewards from its ``first_bad_call``-th step on."""
+    original = CartPoleVec.step
+    calls = {"n": 0}
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, infos = original(self, actions)
+        calls["n"] += 1
+        if calls["n"] >= first_bad_call:
+            rewards = np.full_like(rewards, np.nan)
+        return obs, rewards, terms, truncs, infos
+
+    monkeypatch.setattr(CartPoleVec, "step", step)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nan_rewards_from_call(monkeypatch, 2 * NUM_STEPS + 1)  # first step of iteration 3
+    with pytest.raises(NonFiniteLossError, match="iteration 3"):
+        train(small_config(6, run__checkpoint_every=1), tmp_path)
+    checkpoint = load_weights_only(tmp_path / "checkpoint.pt")
+    assert checkpoint["iteration"] == 2
+    assert torch.isfinite(checkpoint["policy"]["flat"]).all()
+    assert [row["iteration"] for row in metrics(tmp_path)] == [1, 2]
+    assert json.loads((tmp_path / "summary.json").read_text())["global_step"] == 3 * BATCH
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_non_finite_loss_from_the_cli_names_the_iteration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    nan_rewards_from_call(monkeypatch, 2 * NUM_STEPS + 1)
+    argv = ["train", "--num-envs", str(NUM_ENVS), "--num-steps", str(NUM_STEPS)]
+    argv += ["--total-steps", str(6 * BATCH), "--threads", "1", "--no-progress"]
+    argv += ["--checkpoint-every", "1", "--run-dir", str(tmp_path)]
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rlperf: error:")
+    assert "iteration 3" in err[0]
+    assert load_weights_only(tmp_path / "checkpoint.pt")["iteration"] == 2
+
+
+def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path: Path) -> None:
+    trainer, _ = train(small_config(2, run__checkpoint_every=1), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checkpoint.pt",
+        "config.json",
+        "metrics.jsonl",
+        "summary.json",
+    ]
+    payload = load_weights_only(tmp_path / "checkpoint.pt")
+    assert payload["iteration"] == 2 and payload["global_step"] == 2 * BATCH
+    assert torch.equal(payload["policy"]["flat"], trainer.policy.flat.detach())
+    assert Config.from_dict(payload["config"]).to_dict() == trainer.cfg.to_dict()
+
+
+def test_every_named_section_is_timed() -> None:
+    _, summary = train(small_config(2))
+    assert ISSUE_SECTIONS <= set(summary["sections"])
+    assert all(summary["sections"][name] > 0 for name in ISSUE_SECTIONS)
+    assert summary["sections"]["rollout"] >= summary["sections"]["rollout/env_step"]
+
+
+def test_fast_update_matches_the_autograd_update_end_to_end() -> None:
+    fast, fast_summary = train(small_config(2, policy__fast_update=True))
+    slow, slow_summary = train(small_config(2, policy__fast_update=False))
+    torch.testing.assert_close(fast.policy.flat, slow.policy.flat, rtol=1e-4, atol=1e-5)
+    for name, value in slow_summary["final_stats"].items():
+        assert fast_summary["final_stats"][name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+
+
+def test_callbacks_see_every_iteration_row() -> None:
+    trainer = Trainer(small_config(3), profiler=Profiler())
+    seen = []
+    trainer.callbacks.append(lambda t, row: seen.append((t is trainer, row["iteration"])))
+    trainer.train()
+    assert seen == [(True, 1), (True, 2), (True, 3)]
