@@ -1,0 +1,264 @@
+"""``rlperf train`` from the command line: what a run leaves behind, and every bad input
+rejected with one line on stderr and exit status 2 before any work, losing nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlperf.cli import EXIT_USAGE, main
+
+SMALL = [
+    "--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs", "2",
+    "--threads", "1", "--seed", "5",
+]  # fmt: skip
+BATCH = 8 * 16
+METRIC_KEYS = {"global_step", "sps", "sps_cumulative", "mean_return", "sections_s"}
+LOSS_KEYS = {"loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"}
+SUMMARY_KEYS = {
+    "sps", "sps_cumulative", "global_step", "wall_s", "mean_return_last_100", "episodes",
+    "sections",
+}  # fmt: skip
+RUN_FILES = ["checkpoint.pt", "config.json", "metrics.jsonl", "summary.json"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rlperf.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A completed 3-iteration run directory (read-only for the tests that use it)."""
+    run_dir = tmp_path_factory.mktemp("run") / "done"
+    args = ["train", *SMALL, "--total-steps", str(3 * BATCH), "--no-progress"]
+    assert main([*args, "--run-dir", str(run_dir)]) == 0
+    return run_dir
+
+
+def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
+    assert sorted(p.name for p in finished_run.iterdir()) == RUN_FILES
+
+    config = json.loads((finished_run / "config.json").read_text())
+    assert config["env"] == {"env": "cartpole", "num_envs": 8}
+    assert config["ppo"]["num_steps"] == 16 and config["run"]["seed"] == 5
+    assert config["run"]["run_dir"] == str(finished_run)
+
+    rows = [json.loads(x) for x in (finished_run / "metrics.jsonl").read_text().splitlines()]
+    assert [row["global_step"] for row in rows] == [BATCH, 2 * BATCH, 3 * BATCH]
+    for row in rows:
+        assert METRIC_KEYS | LOSS_KEYS <= set(row)
+        assert row["sps"] > 0 and row["sps_cumulative"] > 0
+        assert {"rollout", "update", "gae"} <= set(row["sections_s"])
+
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["global_step"] == 3 * BATCH and summary["episodes"] > 0
+    assert summary["sps"] > 0 and summary["sps_cumulative"] > 0 and summary["wall_s"] > 0
+    assert summary["mean_return_last_100"] > 0
+    assert {"rollout/env_step", "update/backward"} <= set(summary["sections"])
+
+    checkpoint = torch.load(finished_run / "checkpoint.pt", weights_only=True)
+    assert checkpoint["iteration"] == 3
+
+
+def test_subprocess_smoke_run_prints_progress_sps_and_breakdown(tmp_path: Path) -> None:
+    result = run_cli("train", *SMALL, "--total-steps", str(3 * BATCH), "--run-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "SPS" in result.stdout and "Where the time went" in result.stdout
+    for section in ("rollout", "env_step", "policy_forward", "update", "backward"):
+        assert section in result.stdout
+    assert "SPS" in result.stderr and "return" in result.stderr, "progress bar on stderr"
+    assert sorted(p.name for p in tmp_path.iterdir()) == RUN_FILES
+
+
+def expect_usage_error(capsys: pytest.CaptureFixture, argv: list[str], message: str) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == EXIT_USAGE
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, f"exactly one line on stderr, got {captured.err!r}"
+    assert lines[0].startswith("rlperf: error: ")
+    assert message in lines[0], lines[0]
+    return lines[0]
+
+
+BAD_TRAIN_ARGS = [
+    (["--env", "cartpol"], "unknown env 'cartpol'"),
+    (["--env", "gym:NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    (["--num-envs", "0"], "num_envs must be positive"),
+    (["--num-envs", "-8"], "num_envs must be positive"),
+    (["--num-steps", "0"], "num_steps must be positive"),
+    (["--num-minibatches", "0"], "num_minibatches must be positive"),
+    (["--update-epochs", "0"], "update_epochs must be positive"),
+    (["--total-steps", "-1"], "total_steps must be positive"),
+    (["--num-minibatches", "3"], "must be divisible by num_minibatches 3"),
+    (["--learning-rate", "0"], "learning_rate must be positive"),
+    (["--gamma", "2"], "gamma must be in [0, 1]"),
+    (["--hidden-sizes", "64", "0"], "hidden_sizes"),
+    (["--device", "tpu"], "device must be cpu or cuda"),
+    (["--num-envs", "abc"], "--num-envs"),
+    (["--learning-rate", "fast"], "--learning-rate"),
+    (["--hidden-sizes", "64", "x"], "--hidden-sizes"),
+    (["--preset", "nope"], "--preset"),
+    (["--no-such-flag"], "--no-such-flag"),
+    pytest.param(
+        ["--adam-eps", "-1"],
+        "adam_eps",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="bug: Config.validate does not check adam_eps; torch.optim.Adam raises "
+            "ValueError in Trainer.__init__ and the CLI prints a traceback",
+        ),
+    ),
+    pytest.param(
+        ["--clip-coef", "nan"],
+        "clip_coef",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="bug: Config.validate's `value < 0` checks accept NaN; training starts and "
+            "stops with a non-finite loss (exit 1) instead of a usage error",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    BAD_TRAIN_ARGS,
+    ids=[" ".join(getattr(b, "values", b)[0]) for b in BAD_TRAIN_ARGS],
+)
+def test_bad_input_is_one_line_exit_2_and_touches_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture, extra: list[str], message: str
+) -> None:
+    run_dir = tmp_path / "new_run"
+    argv = ["train", *SMALL, "--total-steps", str(2 * BATCH), "--run-dir", str(run_dir), *extra]
+    expect_usage_error(capsys, argv, message)
+    assert not run_dir.exists(), "no work was started"
+
+
+def test_bad_input_does_not_clobber_an_existing_run_dir(
+    finished_run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    before = snapshot(finished_run)
+    for extra in (["--num-envs", "0"], ["--env", "nope"], ["--num-minibatches", "3"]):
+        argv = ["train", *SMALL, "--total-steps", str(2 * BATCH), "--run-dir", str(finished_run)]
+        expect_usage_error(capsys, [*argv, *extra], "")
+    assert snapshot(finished_run) == before
+
+
+def test_cuda_without_cuda_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:0"):
+        argv = ["train", *SMALL, "--device", device, "--run-dir", str(tmp_path / "r")]
+        expect_usage_error(capsys, argv, "CUDA is not available")
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_of_a_missing_dir(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    expect_usage_error(capsys, ["train", "--resume", str(tmp_path / "nowhere")], "cannot resume")
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not a checkpoint at all", b"PK\x03\x04 torn zip"],
+    ids=["empty", "garbage", "torn"],
+)
+def test_resume_of_a_corrupt_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture, finished_run: Path, content: bytes
+) -> None:
+    run_dir = tmp_path / "copy"
+    run_dir.mkdir()
+    for name, data in snapshot(finished_run).items():
+        (run_dir / name).write_bytes(data)
+    (run_dir / "checkpoint.pt").write_bytes(content)
+    before = snapshot(run_dir)
+    expect_usage_error(capsys, ["train", "--resume", str(run_dir)], "unreadable")
+    assert snapshot(run_dir) == before
+
+
+def test_resume_of_a_foreign_torch_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "checkpoint.pt")
+    expect_usage_error(capsys, ["train", "--resume", str(tmp_path)], "checkpoint")
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--num-envs", "16"], "num_envs=8"),
+        (["--seed", "6"], "seed=5"),
+        (["--hidden-sizes", "32", "32"], "hidden_sizes"),
+        (["--env", "gym:CartPole-v1"], "env=cartpole"),
+        (["--run-dir", "/tmp/elsewhere"], "--run-dir"),
+        (["--total-steps", str(BATCH)], "below the checkpoint's global step"),
+        (["--num-envs", "0"], "num_envs"),
+    ],
+    ids=["num-envs", "seed", "hidden-sizes", "env", "run-dir", "total-steps-below", "bad-value"],
+)
+def test_mismatched_resume_is_rejected_without_touching_the_run(
+    finished_run: Path, capsys: pytest.CaptureFixture, extra: list[str], message: str
+) -> None:
+    before = snapshot(finished_run)
+    expect_usage_error(capsys, ["train", "--resume", str(finished_run), *extra], message)
+    assert snapshot(finished_run) == before
+
+
+def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Path) -> None:
+    run_dir = tmp_path / "copy"
+    run_dir.mkdir()
+    for name, data in snapshot(finished_run).items():
+        (run_dir / name).write_bytes(data)
+    argv = ["train", "--resume", str(run_dir), *SMALL, "--total-steps", str(4 * BATCH)]
+    assert main([*argv, "--no-progress"]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 4 * BATCH
+
+
+def test_no_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
+    expect_usage_error(capsys, [], "rlperf")
+
+
+def test_subprocess_usage_error_exits_2(tmp_path: Path) -> None:
+    bad = run_cli("train", "--num-envs", "0", "--run-dir", str(tmp_path / "r"))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == ["rlperf: error: num_envs must be positive, got 0"]
+    assert not (tmp_path / "r").exists()
+
+
+def test_diverging_run_exits_non_zero_naming_the_iteration(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # An infinite learning rate passes validation and blows up in the first update.
+    argv = ["train", *SMALL, "--total-steps", str(2 * BATCH), "--no-progress"]
+    code = main([*argv, "--learning-rate", "inf", "--run-dir", str(tmp_path)])
+    assert code not in (0, EXIT_USAGE)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlperf: error: non-finite loss at iteration 1")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: cli.cmd_train always appends 'last good checkpoint kept in DIR', even when "
+    "the first iteration failed and no checkpoint was ever written",
+)
+def test_non_finite_message_claims_a_checkpoint_only_when_one_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["train", *SMALL, "--total-steps", str(2 * BATCH), "--no-progress"]
+    assert main([*argv, "--learning-rate", "inf", "--run-dir", str(tmp_path)]) != 0
+    message = capsys.readouterr().err
+    assert not (tmp_path / "checkpoint.pt").exists(), "iteration 1 failed: nothing to keep"
+    assert "checkpoint kept" not in message, message
