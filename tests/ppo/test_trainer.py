@@ -12,7 +12,8 @@ import torch
 
 from rlperf.cli import main
 from rlperf.config import Config
-from rlperf.envs import CartPoleVec
+from rlperf.envs import CartPoleVec, register
+from rlperf.ppo.gae import gae_reference
 from rlperf.ppo.trainer import NonFiniteLossError, Trainer
 from rlperf.profiling.sections import Profiler
 
@@ -225,3 +226,44 @@ def test_callbacks_see_every_iteration_row() -> None:
     trainer.callbacks.append(lambda t, row: seen.append((t is trainer, row["iteration"])))
     trainer.train()
     assert seen == [(True, 1), (True, 2), (True, 3)]
+
+
+def test_rollout_advantages_bootstrap_truncated_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect() + compute_advantages() on a CartPole truncated every 5 steps equal the reference
+    GAE loop fed with what the env returned and V(final observation) at each truncation."""
+    register("test_trainer_cartpole_5_steps", lambda n: CartPoleVec(n, max_episode_steps=5))
+    trainer = Trainer(small_config(2, env__env="test_trainer_cartpole_5_steps"), Profiler())
+    steps = []
+    original_step = trainer.env.step
+
+    def recording_step(actions):
+        out = original_step(actions)
+        steps.append(out)
+        return out
+
+    monkeypatch.setattr(trainer.env, "step", recording_step)
+    trainer.collect()
+    trainer.compute_advantages()
+    assert len(steps) == NUM_STEPS
+    policy, buf = trainer.policy, trainer.buffer
+    terms = [s[2].tolist() for s in steps]
+    truncs = [s[3].tolist() for s in steps]
+    assert sum(map(sum, truncs)) >= NUM_ENVS * 3, "every env truncates three times"
+    final_values = []
+    for _, _, _, trunc, infos in steps:
+        if trunc.any():
+            final_obs = torch.from_numpy(np.asarray(infos["final_obs"], dtype=np.float32))
+            final_values.append(policy.value(final_obs).tolist())
+        else:
+            final_values.append([0.0] * NUM_ENVS)
+    expected = gae_reference(
+        [s[1].tolist() for s in steps],
+        buf.values.tolist(),
+        policy.value(buf.next_obs).tolist(),
+        terms,
+        truncs,
+        final_values,
+        trainer.cfg.ppo.gamma,
+        trainer.cfg.ppo.gae_lambda,
+    )
+    torch.testing.assert_close(buf.advantages, torch.tensor(expected))
