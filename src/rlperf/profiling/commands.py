@@ -1,9 +1,183 @@
-"""Subcommands of this package (registered into ``rlperf`` by cli.py)."""
+"""Subcommands of this package (registered into ``rlperf`` by cli.py): profile, analyze, compare.
+
+Each command's logic lives in its own module; here are only the parsers and the glue that turns
+bad input into one ``rlperf: error:`` line and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+
+from rlperf.cli import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_config_flags,
+    config_from_args,
+    explicit_overrides,
+    fail,
+)
 
 
+# -- analyze ---------------------------------------------------------------------------------
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from rlperf.profiling.analyze import analyze, render_analysis
+    from rlperf.profiling.charts import ChartsUnavailable, write_charts
+    from rlperf.profiling.report import ReportError, load_report
+
+    try:
+        report = load_report(args.report)
+    except ReportError as e:
+        fail(str(e))
+    if args.top < 1:
+        fail(f"--top must be at least 1, got {args.top}")
+    analysis = analyze(report)
+    text = render_analysis(analysis, top_n=args.top)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+        print(f"\nanalysis: {args.output}")
+    if args.detailed:
+        Path(args.detailed).write_text(json.dumps(analysis, indent=2) + "\n")
+        print(f"detailed: {args.detailed}")
+    if args.charts:
+        try:
+            print(f"charts: {write_charts(report, args.charts)}")
+        except ChartsUnavailable as e:
+            fail(str(e), EXIT_FAILED)
+    return EXIT_OK
+
+
+# -- compare ---------------------------------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rlperf.config import ConfigError, set_field
+    from rlperf.profiling import compare
+    from rlperf.profiling.report import ReportError, load_report
+
+    run_mode = args.a is not None or args.b is not None
+    if args.reports and run_mode:
+        fail("compare either two report files or --a/--b configurations, not both")
+    if not run_mode:
+        if len(args.reports) != 2:
+            fail("compare needs two reports (A.json B.json) or --a and --b configurations")
+        try:
+            a, b = (load_report(p) for p in args.reports)
+        except ReportError as e:
+            fail(str(e))
+        print(compare.render_reports(a, b, *args.reports))
+        return EXIT_OK
+
+    if args.a is None or args.b is None:
+        fail("--a and --b must both be given (use --a '' for the unchanged configuration)")
+    if args.repeats < 1:
+        fail(f"--repeats must be at least 1, got {args.repeats}")
+    if args.resume or hasattr(args, "run_dir"):
+        fail("compare runs fresh processes: --resume and --run-dir do not apply")
+    shared = explicit_overrides(args)
+    sides = {"a": compare.parse_overrides(args.a, "a"), "b": compare.parse_overrides(args.b, "b")}
+    base = config_from_args(args)  # validates the shared flags
+    for side, overrides in sides.items():
+        cfg = config_from_args(args)
+        for name, value in overrides.items():
+            set_field(cfg, _section(name), name, value)
+        try:
+            cfg.validate()
+        except ConfigError as e:
+            raise ConfigError(f"--{side}: {e}") from None
+    del base
+    preset = ["--preset", args.preset]
+    a_flags = preset + compare.to_flags({**shared, **sides["a"]})
+    b_flags = preset + compare.to_flags({**shared, **sides["b"]})
+    out_dir = Path(args.out) if args.out else None
+    try:
+        a_reports, b_reports, interrupted = compare.run_alternating(
+            a_flags, b_flags, args.repeats, out_dir
+        )
+    except compare.RunFailed as e:
+        fail(f"a profile run failed: {e}", EXIT_FAILED)
+    except KeyboardInterrupt:
+        print("\nrlperf: interrupted before a complete A/B pair; nothing to compare",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+    comparisons = compare.compare_runs(a_reports, b_reports)
+    print(compare.render_runs(comparisons, args.a or "(base)", args.b or "(base)"))
+    if out_dir is not None:
+        summary = {
+            "schema": "rlperf.compare/1",
+            "a": args.a,
+            "b": args.b,
+            "a_flags": a_flags,
+            "b_flags": b_flags,
+            "figures": [
+                {
+                    "name": c.name,
+                    "a": c.a,
+                    "b": c.b,
+                    "paired_changes": c.paired_changes,
+                    "median_change": c.median_change,
+                    "noise": c.noise,
+                    "verdict": c.verdict,
+                }
+                for c in comparisons
+            ],  # fmt: skip
+        }
+        (out_dir / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"\ncompare: {out_dir / 'compare.json'} (reports in {out_dir}/a_N, b_N)")
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _section(name: str) -> str:
+    from rlperf.config import field_index
+
+    return field_index()[name][0]
+
+
+# -- registration ----------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this package's subcommands."""
+    """Add ``profile``, ``analyze`` and ``compare``."""
+    from rlperf.profiling.profile_run import DEFAULT_STEPS, add_profile_flags, cmd_profile
+
+    profile = subparsers.add_parser(
+        "profile",
+        help="train briefly and show where every millisecond went",
+        description=(
+            "Train with every section timed and print a nested breakdown. Every `rlperf train` "
+            f"flag applies; --total-steps defaults to {DEFAULT_STEPS:,} here."
+        ),
+    )
+    add_profile_flags(profile)
+    add_config_flags(profile)
+    profile.set_defaults(func=cmd_profile)
+
+    analyze = subparsers.add_parser(
+        "analyze",
+        help="rank the bottlenecks of a saved report, with advice",
+        description="Score sections, flag CRITICAL/SLOW/MEMORY/GPU MEMORY, and give advice.",
+    )
+    analyze.add_argument("report", help="report.json from `rlperf profile --out` (or its DIR)")
+    analyze.add_argument("--output", metavar="TXT", help="also write the text analysis here")
+    analyze.add_argument("--charts", metavar="PNG", help="write breakdown + per-call charts")
+    analyze.add_argument("--detailed", metavar="JSON", help="write everything computed as JSON")
+    analyze.add_argument("--top", type=int, default=10, help="rows in the ranking (default 10)")
+    analyze.set_defaults(func=cmd_analyze)
+
+    compare = subparsers.add_parser(
+        "compare",
+        help="is B faster than A? two reports, or run both configs with noise shown",
+        description=(
+            "rlperf compare A.json B.json | rlperf compare --env ENV --a 'k=v ...' "
+            "--b 'k=v ...' --repeats N [any rlperf train flag, applied to both]"
+        ),
+    )
+    compare.add_argument("reports", nargs="*", metavar="REPORT", help="two report.json files")
+    compare.add_argument("--a", metavar="'k=v ...'", help="settings of configuration A")
+    compare.add_argument("--b", metavar="'k=v ...'", help="settings of configuration B")
+    compare.add_argument(
+        "--repeats", type=int, default=5, help="runs of each configuration (default 5)"
+    )
+    compare.add_argument("--out", metavar="DIR", help="keep every run's report and compare.json")
+    add_config_flags(compare)
+    compare.set_defaults(func=cmd_compare)

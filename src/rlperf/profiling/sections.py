@@ -212,6 +212,21 @@ class Profiler:
         """Section full name -> total ns so far; subtract two snapshots for a window."""
         return {name: s.total_ns for name, s in self._stats.items()}
 
+    def report(self, wall_s: float | None = None, title: str | None = None) -> str:
+        """The nested breakdown table of everything recorded so far.
+
+        Args:
+            wall_s: seconds of the span the sections ran in (percentages and the ``untimed``
+                row are relative to it); default: the sum of the top-level sections.
+            title: optional first line.
+        """
+        from rlperf.profiling.breakdown import build_rows, render
+
+        stats = list(self.stats())
+        if wall_s is None:
+            wall_s = sum(s.total_ns for s in stats if s.parent is None) / 1e9
+        return render(build_rows(stats, wall_s), wall_s, title)
+
 
 _GLOBAL = Profiler()
 

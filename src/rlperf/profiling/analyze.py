@@ -1,0 +1,273 @@
+"""Turn a saved report into ranked bottlenecks, flags and advice tied to the numbers.
+
+**Score.** Every section gets four components, each normalised to [0, 1] by dividing by the
+largest value of that component over all sections of the report (a component nobody has, such as
+GPU memory on a CPU run, is 0 for everyone):
+
+    score = 100 * (0.40 * share + 0.30 * per_call + 0.15 * cpu_memory + 0.15 * gpu_memory)
+
+``share`` is the section's percent of wall time, ``per_call`` its mean milliseconds per call,
+``cpu_memory`` / ``gpu_memory`` its ``cpu_peak_mb`` / ``gpu_peak_mb``. The top section of every
+component therefore scores that component's full weight.
+
+**Flags** (absolute thresholds, independent of the score): CRITICAL over 30% of wall time, SLOW
+over 100 ms per call, MEMORY over 100 MB CPU peak, GPU MEMORY over 100 MB GPU peak.
+
+**Advice** is keyed on the section's phase (device-to-host copies, policy forward, env step, the
+update and its parts, logging / checkpointing / evaluation, GAE, buffer store, untimed glue) and
+quotes the run's own figures and settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+WEIGHTS = {"share": 0.40, "per_call": 0.30, "cpu_memory": 0.15, "gpu_memory": 0.15}
+CRITICAL_PCT = 30.0
+SLOW_MS = 100.0
+MEMORY_MB = 100.0
+GPU_MEMORY_MB = 100.0
+TOP_N = 10
+
+
+@dataclass
+class Scored:
+    """One section's analysis: its report entry, score components and flags."""
+
+    name: str
+    pct: float
+    mean_ms: float
+    calls: int
+    total_s: float
+    cpu_peak_mb: float | None
+    gpu_peak_mb: float | None
+    components: dict[str, float]
+    score: float
+    flags: list[str] = field(default_factory=list)
+
+
+def _normalised(values: list[float]) -> list[float]:
+    top = max(values, default=0.0)
+    return [v / top if top > 0 else 0.0 for v in values]
+
+
+def score_sections(sections: list[dict[str, Any]]) -> list[Scored]:
+    """Score and flag every section; returned best-first (highest score first)."""
+    raw = {
+        "share": [e["pct"] for e in sections],
+        "per_call": [e["mean_ms"] for e in sections],
+        "cpu_memory": [e["cpu_peak_mb"] or 0.0 for e in sections],
+        "gpu_memory": [e["gpu_peak_mb"] or 0.0 for e in sections],
+    }
+    norm = {k: _normalised(v) for k, v in raw.items()}
+    scored = []
+    for i, e in enumerate(sections):
+        components = {k: norm[k][i] for k in WEIGHTS}
+        flags = []
+        if e["pct"] > CRITICAL_PCT:
+            flags.append("CRITICAL")
+        if e["mean_ms"] > SLOW_MS:
+            flags.append("SLOW")
+        if (e["cpu_peak_mb"] or 0.0) > MEMORY_MB:
+            flags.append("MEMORY")
+        if (e["gpu_peak_mb"] or 0.0) > GPU_MEMORY_MB:
+            flags.append("GPU MEMORY")
+        scored.append(
+            Scored(
+                name=e["name"],
+                pct=e["pct"],
+                mean_ms=e["mean_ms"],
+                calls=e["calls"],
+                total_s=e["total_s"],
+                cpu_peak_mb=e["cpu_peak_mb"],
+                gpu_peak_mb=e["gpu_peak_mb"],
+                components=components,
+                score=100.0 * sum(WEIGHTS[k] * components[k] for k in WEIGHTS),
+                flags=flags,
+            )
+        )
+    return sorted(scored, key=lambda s: -s.score)
+
+
+# -- advice ----------------------------------------------------------------------------------
+def _setting(report: dict[str, Any], section: str, key: str) -> Any:
+    return report.get("run", {}).get("config", {}).get(section, {}).get(key)
+
+
+def phase_of(name: str) -> str:
+    """The phase a section path belongs to, for advice (its last component decides first)."""
+    leaf = name.rsplit("/", 1)[-1].lower()
+    if name == "untimed":
+        return "untimed"
+    if "device_to_host" in leaf or "to_host" in leaf or "gpu_cpu" in leaf:
+        return "device_to_host"
+    if "forward" in leaf or "inference" in leaf or "bootstrap" in leaf:
+        return "policy_forward"
+    if "env" in leaf or "reset" in leaf:
+        return "env_step"
+    if any(k in leaf for k in ("log", "eval", "checkpoint")):
+        return "logging"
+    if leaf in ("update", "loss", "backward", "optimizer_step", "minibatch_prep"):
+        return "update"
+    if leaf in ("gae", "buffer_store", "rollout"):
+        return leaf
+    return "other"
+
+
+def advice(entry: Scored, report: dict[str, Any]) -> str:
+    """Concrete advice for one section, using the run's figures and settings."""
+    num_envs = _setting(report, "env", "num_envs")
+    hidden = _setting(report, "policy", "hidden_sizes")
+    device = report.get("run", {}).get("device", "cpu")
+    mbs = _setting(report, "ppo", "num_minibatches")
+    epochs = _setting(report, "ppo", "update_epochs")
+    head = f"{entry.name} takes {entry.pct:.1f}% of wall time ({entry.mean_ms:.3f} ms per call)"
+    phase = phase_of(entry.name)
+    if phase == "device_to_host":
+        return (
+            f"{head}: copy into pre-allocated pinned host buffers (non_blocking) and transfer "
+            "once per step, not per tensor; keep everything the env does not need on the device."
+        )
+    if phase == "policy_forward":
+        tips = [f"run more environments per forward (num_envs={num_envs}: try {2 * num_envs})"]
+        if device.startswith("cuda"):
+            tips.append("use mixed precision (bf16 autocast) for the forward pass")
+        tips.append(f"a smaller network (hidden_sizes={hidden}) if the return allows it")
+        return f"{head}: " + "; ".join(tips) + "."
+    if phase == "env_step":
+        return (
+            f"{head}: step more environments per call (num_envs={num_envs}: try "
+            f"{2 * num_envs}); use a vectorised or faster env implementation (a native batch "
+            "env like rlperf's cartpole instead of gym:<id> wrappers); or spread envs over "
+            "more worker processes."
+        )
+    if phase == "update":
+        return (
+            f"{head}: fewer, larger minibatches (num_minibatches={mbs}: try "
+            f"{max(1, (mbs or 2) // 2)}) cut per-minibatch overhead; fewer update epochs "
+            f"(update_epochs={epochs}) cut it proportionally; keep --fast-update on for MLP "
+            "policies with discrete actions."
+        )
+    if phase == "logging":
+        return (
+            f"{head}: do it less often (e.g. raise --checkpoint-every, evaluate or log every "
+            "N iterations instead of every one)."
+        )
+    if phase == "gae":
+        return f"{head}: GAE is one vectorised pass; rarely worth optimising unless it dominates."
+    if phase == "buffer_store":
+        return f"{head}: the buffer is pre-allocated; check for per-step allocations or copies."
+    if phase == "untimed":
+        return (
+            f"{head}: time outside every section (Python glue); wrap suspects in "
+            "`with rlperf.profile(...)` to find it."
+        )
+    if phase == "rollout":
+        return f"{head}: see its children (policy forward, env step) for where it goes."
+    return f"{head}: a user section; time its parts with nested `rlperf.profile(...)` blocks."
+
+
+# -- the analysis --------------------------------------------------------------------------
+def analyze(report: dict[str, Any]) -> dict[str, Any]:
+    """Everything the analyzer computes from a report, as one JSON-ready dict."""
+    sections = list(report["sections"])
+    totals = report["totals"]
+    untimed_s = float(totals.get("untimed_s", 0.0))
+    if untimed_s > 0 and totals["wall_s"] > 0:
+        sections.append(
+            {
+                "name": "untimed",
+                "parent": None,
+                "calls": 0,
+                "total_s": untimed_s,
+                "mean_ms": 0.0,
+                "min_ms": 0.0,
+                "max_ms": 0.0,
+                "pct": 100.0 * untimed_s / totals["wall_s"],
+                "cpu_peak_mb": None,
+                "gpu_peak_mb": None,
+            }  # fmt: skip
+        )
+    scored = score_sections(sections)
+    by_name = {s.name: s for s in scored}
+    recommendations = [
+        {"flag": flag, "section": s.name, "advice": advice(s, report)}
+        for s in scored
+        for flag in s.flags
+    ]
+    # The largest leaf (a section without children) is where an optimisation pays most.
+    parents = {e["parent"] for e in sections if e["parent"]}
+    leaves = [s for s in scored if s.name not in parents]
+    largest_leaf = max(leaves, key=lambda s: s.pct, default=None)
+    top_level = sorted(
+        (by_name[e["name"]] for e in sections if e["parent"] is None), key=lambda s: -s.pct
+    )
+    return {
+        "schema": "rlperf.analysis/1",
+        "weights": WEIGHTS,
+        "thresholds": {
+            "critical_pct": CRITICAL_PCT,
+            "slow_ms": SLOW_MS,
+            "memory_mb": MEMORY_MB,
+            "gpu_memory_mb": GPU_MEMORY_MB,
+        },  # fmt: skip
+        "totals": totals,
+        "interrupted": report.get("interrupted", False),
+        "instrumentation": report.get("run", {}).get("instrumentation", []),
+        "run": {k: v for k, v in report.get("run", {}).items() if k != "config"},
+        "dominant_phase": top_level[0].name if top_level else None,
+        "largest_leaf": None
+        if largest_leaf is None
+        else {
+            "section": largest_leaf.name,
+            "pct": largest_leaf.pct,
+            "advice": advice(largest_leaf, report),
+        },  # fmt: skip
+        "ranking": [asdict(s) for s in scored],
+        "recommendations": recommendations,
+    }
+
+
+def render_analysis(analysis: dict[str, Any], top_n: int = TOP_N) -> str:
+    """The text report: totals, top-N bottleneck table, flags with advice, where to start."""
+    t = analysis["totals"]
+    lines = [
+        f"rlperf analysis: {t['steps']:,} steps in {t['wall_s']:.2f}s, {t['sps']:,.0f} SPS"
+        + (" (INTERRUPTED run: partial)" if analysis["interrupted"] else ""),
+    ]
+    if analysis["instrumentation"]:
+        lines.append(f"note: timings include {', '.join(analysis['instrumentation'])} overhead")
+    w = analysis["weights"]
+    lines += [
+        "",
+        f"TOP {top_n} BOTTLENECKS (score = {w['share']:.0%} time share + {w['per_call']:.0%} "
+        f"time per call + {w['cpu_memory']:.0%} CPU memory + {w['gpu_memory']:.0%} GPU memory)",
+        "-" * 96,
+        f"{'section':<34} {'score':>6} {'time%':>6} {'mean_ms':>9} {'calls':>8} "
+        f"{'cpu_mb':>7} {'gpu_mb':>7}  flags",
+        "-" * 96,
+    ]
+
+    def mb(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    for s in analysis["ranking"][:top_n]:
+        lines.append(
+            f"{s['name']:<34} {s['score']:>6.1f} {s['pct']:>6.1f} {s['mean_ms']:>9.3f} "
+            f"{s['calls']:>8} {mb(s['cpu_peak_mb']):>7} {mb(s['gpu_peak_mb']):>7}  "
+            + ",".join(s["flags"])
+        )
+    lines += ["", "RECOMMENDATIONS"]
+    if not analysis["recommendations"]:
+        th = analysis["thresholds"]
+        lines.append(
+            f"  nothing over the thresholds ({th['critical_pct']:.0f}% of time, "
+            f"{th['slow_ms']:.0f} ms per call, {th['memory_mb']:.0f} MB)"
+        )
+    for r in analysis["recommendations"]:
+        lines.append(f"  [{r['flag']}] {r['advice']}")
+    leaf = analysis["largest_leaf"]
+    if leaf is not None:
+        lines += ["", "WHERE TO START (largest leaf section)", f"  {leaf['advice']}"]
+    return "\n".join(lines)

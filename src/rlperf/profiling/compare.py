@@ -1,0 +1,281 @@
+"""``rlperf compare``: did this change make training faster, or is it noise?
+
+Two forms:
+
+- ``rlperf compare A.json B.json``: one report each; a table of baseline, candidate and speedup
+  per section and for SPS. One run per side cannot show noise, and the table says so.
+- ``rlperf compare --env ENV --a "k=v ..." --b "k=v ..." --repeats N``: runs ``rlperf profile``
+  for both configurations itself, alternating A B A B in fresh processes (so slow drift of the
+  machine hits both alike and no run inherits another's warm caches), then shows every figure as
+  median [min-max] over the N runs.
+
+**When is B different from A?** Run ``i`` of A and run ``i`` of B are neighbours in time, so
+they are compared as a pair: ``change_i = A_i / B_i - 1`` for times (positive: B is faster) and
+``B_i / A_i - 1`` for SPS. B is called faster (slower) only when
+
+1. at least :data:`MIN_REPEATS` pairs ran,
+2. every paired change has the same sign (a sign test: with 5 pairs, chance alone gives this
+   about 6% of the time), and
+3. the median paired change is larger than the noise, the larger of the two configurations'
+   half-ranges relative to their median, ``(max - min) / 2 / median``.
+
+Anything else reads "no difference". A +1.2% change measured with +-5% noise in the other rows
+fails (3) and reads "no difference"; a consistent +10% on a quiet machine passes.
+
+Section times are in milliseconds per 1,000 environment steps, so configurations with different
+batch sizes (and so slightly different step counts) compare fairly.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlperf.config import ConfigError, field_index
+from rlperf.profiling.report import load_report
+
+MIN_REPEATS = 3
+SPS = "SPS"
+
+
+# -- figures from reports ------------------------------------------------------------------
+def figures(report: dict[str, Any]) -> dict[str, float]:
+    """SPS and each section's ms per 1,000 env steps."""
+    steps = max(report["totals"]["steps"], 1)
+    out = {SPS: float(report["totals"]["sps"])}
+    for e in report["sections"]:
+        out[e["name"]] = e["total_s"] * 1e6 / steps
+    return out
+
+
+def _order(reports: list[dict[str, Any]]) -> list[str]:
+    """Figure names: SPS, then sections parents-first as first seen (children under parents)."""
+    seen: dict[str, str | None] = {}
+    for r in reports:
+        for e in r["sections"]:
+            seen.setdefault(e["name"], e["parent"])
+    order = [SPS]
+
+    def emit(parent: str | None) -> None:
+        for name, p in seen.items():
+            if p == parent:
+                order.append(name)
+                emit(name)
+
+    emit(None)
+    return order
+
+
+def _label(name: str) -> str:
+    return name if name == SPS else "  " * name.count("/") + name.rsplit("/", 1)[-1]
+
+
+def change(name: str, a: float, b: float) -> float:
+    """Relative improvement of b over a: positive means B is better (faster / more SPS)."""
+    if name == SPS:
+        return b / a - 1.0 if a > 0 else 0.0
+    return a / b - 1.0 if b > 0 else 0.0
+
+
+# -- the verdict -----------------------------------------------------------------------------
+@dataclass
+class Comparison:
+    """One figure compared over paired runs."""
+
+    name: str
+    a: list[float]
+    b: list[float]
+
+    @property
+    def paired_changes(self) -> list[float]:
+        return [change(self.name, x, y) for x, y in zip(self.a, self.b, strict=True)]
+
+    @property
+    def median_change(self) -> float:
+        return statistics.median(self.paired_changes)
+
+    @staticmethod
+    def _half_range(values: list[float]) -> float:
+        mid = statistics.median(values)
+        return (max(values) - min(values)) / 2 / mid if mid > 0 else 0.0
+
+    @property
+    def noise(self) -> float:
+        """Larger relative half-range of the two configurations."""
+        return max(self._half_range(self.a), self._half_range(self.b))
+
+    @property
+    def verdict(self) -> str:
+        if len(self.a) < MIN_REPEATS:
+            return f"n/a (need >= {MIN_REPEATS} repeats)"
+        changes = self.paired_changes
+        same_sign = all(c > 0 for c in changes) or all(c < 0 for c in changes)
+        if same_sign and abs(self.median_change) > self.noise:
+            return "B faster" if self.median_change > 0 else "B slower"
+        return "no difference"
+
+
+def compare_runs(
+    a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]
+) -> list[Comparison]:
+    """Paired comparisons of every figure present in all runs of both sides."""
+    a_figs = [figures(r) for r in a_reports]
+    b_figs = [figures(r) for r in b_reports]
+    out = []
+    for name in _order(a_reports + b_reports):
+        if all(name in f for f in a_figs + b_figs):
+            out.append(Comparison(name, [f[name] for f in a_figs], [f[name] for f in b_figs]))
+    return out
+
+
+def _fmt(name: str, v: float) -> str:
+    return f"{v:,.0f}" if name == SPS else f"{v:.2f}"
+
+
+def _spread(name: str, values: list[float]) -> str:
+    mid = statistics.median(values)
+    if len(values) == 1:
+        return _fmt(name, mid)
+    return f"{_fmt(name, mid)} [{_fmt(name, min(values))}-{_fmt(name, max(values))}]"
+
+
+def render_runs(comparisons: list[Comparison], a_label: str, b_label: str) -> str:
+    """The median [min-max] table with paired change, noise and verdict per figure."""
+    n = len(comparisons[0].a) if comparisons else 0
+    width = max([12] + [len(_spread(c.name, v)) + 2 for c in comparisons for v in (c.a, c.b)])
+    lines = [
+        f"A: {a_label}",
+        f"B: {b_label}",
+        f"{n} runs each, alternating A B; SPS in steps/s, sections in ms per 1,000 env steps;",
+        "median [min-max]; change = median of paired changes (+: B better); noise = larger",
+        "half-range / median of the two sides",
+        "-" * (28 + 2 * width + 36),
+        f"{'figure':<28}{'A':>{width}}{'B':>{width}}{'change':>9}{'noise':>9}  verdict",
+        "-" * (28 + 2 * width + 36),
+    ]
+    for c in comparisons:
+        lines.append(
+            f"{_label(c.name):<28}{_spread(c.name, c.a):>{width}}{_spread(c.name, c.b):>{width}}"
+            f"{c.median_change:>+9.1%}{c.noise:>9.1%}  {c.verdict}"
+        )
+    return "\n".join(lines)
+
+
+def render_reports(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str) -> str:
+    """Component table for one report per side: baseline, candidate, speedup."""
+    comparisons = compare_runs([a], [b])
+    lines = [
+        f"baseline:  {a_name} ({a['run'].get('env')}, {a['totals']['steps']:,} steps)",
+        f"candidate: {b_name} ({b['run'].get('env')}, {b['totals']['steps']:,} steps)",
+        "SPS in steps/s; sections in ms per 1,000 env steps; speedup +: candidate faster",
+        "-" * 68,
+        f"{'component':<34}{'baseline':>12}{'candidate':>12}{'speedup':>10}",
+        "-" * 68,
+    ]
+    for c in comparisons:
+        lines.append(
+            f"{_label(c.name):<34}{_fmt(c.name, c.a[0]):>12}{_fmt(c.name, c.b[0]):>12}"
+            f"{c.median_change:>+10.1%}"
+        )
+    lines += [
+        "-" * 68,
+        "one run per side: the table cannot show noise; differences of a few percent are",
+        "often noise on a shared machine. Use --env/--a/--b --repeats N to measure it.",
+    ]
+    return "\n".join(lines)
+
+
+# -- running configurations -----------------------------------------------------------------
+def parse_overrides(text: str, side: str) -> dict[str, Any]:
+    """``"num_envs=128 hidden_sizes=32,32 fast_update=false"`` -> typed config values."""
+    from rlperf.config import Config
+
+    index = field_index()
+    defaults = Config()
+    out: dict[str, Any] = {}
+    for item in shlex.split(text):
+        key, sep, raw = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not raw:
+            raise ConfigError(f"--{side}: expected key=value, got {item!r}")
+        if key not in index:
+            raise ConfigError(f"--{side}: unknown setting {key!r}")
+        default = getattr(getattr(defaults, index[key][0]), key)
+        try:
+            if isinstance(default, bool):
+                lowered = raw.lower()
+                if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError(raw)
+                out[key] = lowered in ("true", "1", "yes", "on")
+            elif isinstance(default, tuple):
+                out[key] = tuple(int(v) for v in raw.replace("x", ",").split(",") if v)
+            elif default is None:
+                out[key] = raw
+            else:
+                out[key] = type(default)(raw)
+        except ValueError:
+            raise ConfigError(f"--{side}: bad value for {key}: {raw!r}") from None
+    return out
+
+
+def to_flags(settings: dict[str, Any]) -> list[str]:
+    """Config values as ``rlperf train`` command-line flags."""
+    flags: list[str] = []
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, (tuple, list)):
+            flags += [flag, *(str(v) for v in value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+class RunFailed(RuntimeError):
+    """A child ``rlperf profile`` exited with an error."""
+
+
+def run_profile(flags: list[str], out_dir: Path) -> dict[str, Any]:
+    """Run ``rlperf profile`` with ``flags`` in a fresh Python process; return its report."""
+    cmd = [sys.executable, "-m", "rlperf.cli", "profile", "--no-progress", "--out", str(out_dir)]
+    done = subprocess.run(cmd + flags, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise RunFailed(last)
+    return load_report(out_dir)
+
+
+def run_alternating(
+    a_flags: list[str], b_flags: list[str], repeats: int, out_dir: Path | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+    """Run A then B, ``repeats`` times: (A reports, B reports, interrupted).
+
+    On Ctrl-C after at least one complete pair, returns the complete pairs so far.
+    """
+    interrupted = False
+    a_reports: list[dict[str, Any]] = []
+    b_reports: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="rlperf-compare-") as tmp:
+        base = out_dir or Path(tmp)
+        try:
+            for i in range(1, repeats + 1):
+                for side, flags, reports in (("A", a_flags, a_reports), ("B", b_flags, b_reports)):
+                    report = run_profile(flags, base / f"{side.lower()}_{i}")
+                    reports.append(report)
+                    print(f"run {i}/{repeats} {side}: {report['totals']['sps']:,.0f} SPS",
+                          file=sys.stderr, flush=True)  # fmt: skip
+        except KeyboardInterrupt:
+            interrupted = True
+            del a_reports[len(b_reports) :]
+            if not b_reports:
+                raise
+            print(f"rlperf: interrupted; comparing the {len(b_reports)} complete pairs",
+                  file=sys.stderr)  # fmt: skip
+    return a_reports, b_reports, interrupted

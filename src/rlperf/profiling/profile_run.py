@@ -1,0 +1,275 @@
+"""``rlperf profile``: train with every section timed and print where the time went.
+
+Accepts every ``rlperf train`` flag (default ``--total-steps`` shorter: :data:`DEFAULT_STEPS`)
+and adds the capture tools, each optional and attached only through the trainer's public seams:
+profiler hooks (``record_function`` ranges, memory sampling), ``trainer.callbacks`` (torch.profiler
+steps, ``--summary-every`` blocks) and the summary ``train()`` returns. Ctrl-C still writes the
+report (``interrupted: true``) and whatever torch.profiler trace was recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlperf.cli import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    build_trainer,
+    fail,
+    print_summary,
+)
+from rlperf.profiling.cprofile import CProfileCapture
+from rlperf.profiling.memory import MemoryTracker
+from rlperf.profiling.periodic import RolloutSummary
+from rlperf.profiling.report import build_report, write_report
+from rlperf.profiling.sections import Profiler, get_profiler
+from rlperf.profiling.torch_trace import TorchTrace, TraceSchedule
+
+# Long enough for stable percentages, short enough to finish in seconds on a laptop CPU.
+DEFAULT_STEPS = 100_000
+TRACE_DIR_NAME = "torch_traces"
+# flag dest -> (long form as in other projects' guides, help); all need --torch-profiler.
+TORCH_FLAGS: dict[str, tuple[str, str]] = {
+    "wait": ("--torch-profiler-wait", "iterations skipped before each cycle (default: 5)"),
+    "warmup": ("--torch-profiler-warmup", "iterations traced but discarded (default: 2)"),
+    "active": ("--torch-profiler-active", "iterations recorded per trace (default: 3)"),
+    "repeat": ("--torch-profiler-repeat", "cycles to record, 0 = until the end (default: 1)"),
+}
+TORCH_SWITCHES: dict[str, tuple[str, str]] = {
+    "record_shapes": ("--torch-profiler-record-shapes", "record operator input shapes"),
+    "profile_memory": ("--torch-profiler-profile-memory", "record tensor allocations"),
+    "with_stack": ("--torch-profiler-with-stack", "record Python stacks (large traces)"),
+}
+
+
+def add_profile_flags(parser: argparse.ArgumentParser) -> None:
+    """The capture flags of ``rlperf profile`` (the training flags are added separately)."""
+    group = parser.add_argument_group("profiling")
+    group.add_argument("--out", metavar="DIR", help="write DIR/report.json (rlperf.report/1)")
+    group.add_argument(
+        "--summary-every",
+        type=int,
+        metavar="K",
+        help="print a rollout timing block every K iterations",
+    )
+    group.add_argument("--memory", action="store_true", help="per-section RSS / CUDA peaks")
+    group.add_argument(
+        "--cprofile", metavar="PATH", help="write a cProfile .pstats file, print top 50"
+    )
+    torch_group = parser.add_argument_group("torch.profiler")
+    torch_group.add_argument(
+        "--torch-profiler", action="store_true", help="capture torch.profiler traces"
+    )
+    torch_group.add_argument(
+        "--torch-profiler-dir",
+        metavar="DIR",
+        help=f"trace directory (default: OUT/{TRACE_DIR_NAME}, or ./{TRACE_DIR_NAME})",
+    )
+    for dest, (long_flag, help_text) in TORCH_FLAGS.items():
+        torch_group.add_argument(
+            f"--{dest}", long_flag, dest=dest, type=int, metavar="N", help=help_text
+        )
+    for dest, (long_flag, help_text) in TORCH_SWITCHES.items():
+        short_flag = "--" + dest.replace("_", "-")
+        torch_group.add_argument(
+            short_flag, long_flag, dest=dest, action="store_true", default=None, help=help_text
+        )
+    torch_group.add_argument(
+        "--torch-profiler-summary",
+        action="store_true",
+        default=None,
+        help="print the top operators by self time",
+    )
+
+
+def _trace_schedule(args: argparse.Namespace) -> TraceSchedule | None:
+    """The torch.profiler schedule, None without --torch-profiler; fails on stray flags."""
+    given = [d for d in (*TORCH_FLAGS, *TORCH_SWITCHES, "torch_profiler_summary",
+                         "torch_profiler_dir") if getattr(args, d) is not None]  # fmt: skip
+    if not args.torch_profiler:
+        if given:
+            fail(f"--{given[0].replace('_', '-')} needs --torch-profiler")
+        return None
+    defaults = TraceSchedule()
+    schedule = TraceSchedule(
+        **{
+            d: getattr(defaults, d) if getattr(args, d) is None else getattr(args, d)
+            for d in TORCH_FLAGS
+        }  # fmt: skip
+    )
+    try:
+        return schedule.validate()
+    except ValueError as e:
+        fail(str(e))
+
+
+def _memory_table(peaks_mb: dict[str, tuple[float | None, float | None]], totals: dict) -> str:
+    gpu = totals["gpu_peak_allocated_mb"] is not None
+    lines = [
+        "Memory: peak above the level at section entry (MB)",
+        f"{'section':<36} {'cpu_peak_mb':>12}" + (f" {'gpu_peak_mb':>12}" if gpu else ""),
+    ]
+    for path, (cpu_mb, gpu_mb) in peaks_mb.items():
+        depth = path.count("/")
+        name = "  " * depth + path.rsplit("/", 1)[-1]
+        lines.append(f"{name:<36} {cpu_mb:>12.1f}" + (f" {gpu_mb:>12.1f}" if gpu else ""))
+    lines.append(f"process peak RSS: {totals['cpu_peak_rss_mb']:.1f} MB")
+    if gpu:
+        lines.append(
+            f"process peak allocated CUDA memory: {totals['gpu_peak_allocated_mb']:.1f} MB"
+        )
+    return "\n".join(lines)
+
+
+def _short_schedule_message(iterations: int, schedule: TraceSchedule) -> str:
+    """What a run of ``iterations`` iterations will get from a schedule too long for it."""
+    needed = f"the first full trace needs wait+warmup+active = {schedule.first_trace_iteration}"
+    if iterations <= schedule.wait + schedule.warmup:
+        return (
+            f"this run has {iterations} iterations and {needed}: no trace will be written "
+            "(lower --wait/--warmup or raise --total-steps)"
+        )
+    recorded = iterations - schedule.wait - schedule.warmup
+    return (
+        f"this run has {iterations} iterations and {needed}: the trace will hold only "
+        f"{recorded} of {schedule.active} active iterations"
+    )
+
+
+class _Captures:
+    """The optional capture tools of one profile run, started and stopped together."""
+
+    def __init__(self, args: argparse.Namespace, prof: Profiler, trainer: Any) -> None:
+        cuda = trainer.device.type == "cuda"
+        self.prof = prof
+        self.memory = MemoryTracker(cuda=cuda) if args.memory else None
+        self.trace: TorchTrace | None = None
+        schedule = _trace_schedule(args)
+        if schedule is not None:
+            trace_dir = args.torch_profiler_dir or (
+                Path(args.out) / TRACE_DIR_NAME if args.out else Path(TRACE_DIR_NAME)
+            )
+            self.trace = TorchTrace(
+                trace_dir,
+                schedule,
+                cuda=cuda,
+                record_shapes=bool(args.record_shapes),
+                profile_memory=bool(args.profile_memory),
+                with_stack=bool(args.with_stack),
+            )
+            remaining = trainer.cfg.num_iterations - trainer.iteration
+            if remaining < schedule.first_trace_iteration:
+                print(f"rlperf: warning: {_short_schedule_message(remaining, schedule)}",
+                      file=sys.stderr)  # fmt: skip
+            trainer.callbacks.append(self.trace.step)
+        self.cprofile = CProfileCapture(args.cprofile) if args.cprofile else None
+        if args.summary_every is not None:
+            trainer.callbacks.append(RolloutSummary(prof, args.summary_every))
+        self.traces: list[Path] = []
+
+    @property
+    def names(self) -> list[str]:
+        tools = [("memory", self.memory), ("torch_profiler", self.trace),
+                 ("cprofile", self.cprofile)]  # fmt: skip
+        return [name for name, tool in tools if tool is not None]
+
+    def start(self) -> None:
+        if self.memory is not None:
+            self.memory.attach(self.prof)
+        if self.trace is not None:
+            self.trace.start(self.prof)
+        if self.cprofile is not None:
+            self.cprofile.start()
+
+    def stop(self) -> None:
+        if self.cprofile is not None:
+            self.cprofile.stop()
+        if self.trace is not None:
+            self.traces = self.trace.stop(self.prof)
+        if self.memory is not None:
+            self.memory.detach(self.prof)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Run ``rlperf profile``; returns the exit status."""
+    from rlperf.ppo.trainer import NonFiniteLossError
+
+    if args.summary_every is not None and args.summary_every < 1:
+        fail(f"--summary-every must be at least 1, got {args.summary_every}")
+    if not args.resume and not hasattr(args, "total_steps"):
+        args.total_steps = DEFAULT_STEPS
+    prof = get_profiler()
+    prof.enable()
+    prof.reset()
+    trainer, resumed = build_trainer(args, profiler=prof)
+    captures = _Captures(args, prof, trainer)
+    run_dir = trainer.cfg.run.run_dir
+    interrupted = False
+    captures.start()
+    try:
+        summary = trainer.train(run_dir, resumed=resumed)
+    except NonFiniteLossError as e:
+        captures.stop()
+        print(f"rlperf: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        interrupted = True
+        summary = getattr(trainer, "last_summary", None)
+    finally:
+        captures.stop()
+    if summary is None:  # interrupted before the first iteration started
+        print("\nrlperf: interrupted before training started; nothing to report", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    _print_results(args, summary, captures, interrupted)
+    if args.out:
+        report = build_report(
+            summary,
+            prof.stats(),
+            trainer.cfg.to_dict(),
+            memory=captures.memory.totals() if captures.memory else None,
+            memory_mb=captures.memory.peaks_mb() if captures.memory else None,
+            artifacts={
+                "torch_traces": [str(p) for p in captures.traces],
+                "cprofile": str(captures.cprofile.path) if captures.cprofile else None,
+            },
+        )
+        report["interrupted"] = interrupted
+        report["run"]["instrumentation"] = captures.names
+        print(f"\nreport: {write_report(args.out, report)}")
+    if interrupted:
+        print("rlperf: interrupted; partial results above (report marked interrupted)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _print_results(
+    args: argparse.Namespace, summary: dict[str, Any], captures: _Captures, interrupted: bool
+) -> None:
+    title = "Where the time went" + (" (interrupted run)" if interrupted else "")
+    if captures.names:
+        title += f" [timings include {', '.join(captures.names)} overhead]"
+    print_summary(summary, rows_title=title)
+    if captures.memory is not None:
+        print("\n" + _memory_table(captures.memory.peaks_mb(), captures.memory.totals()))
+    if captures.trace is not None:
+        if args.torch_profiler_summary:
+            print("\ntorch.profiler: top operators by self time (last recorded window)")
+            print(captures.trace.summary_table())
+        if captures.traces:
+            print(
+                f"\ntorch.profiler traces ({len(captures.traces)}) in {captures.trace.trace_dir}:"
+            )
+            for path in captures.traces:
+                print(f"  {path.name}")
+            print(f"view: tensorboard --logdir {captures.trace.trace_dir}  (or ui.perfetto.dev)")
+        else:
+            print(f"\nrlperf: {captures.trace.no_trace_message()}", file=sys.stderr)
+    if captures.cprofile is not None:
+        text = captures.cprofile.write()
+        print(f"\ncProfile: top 50 functions by cumulative time ({captures.cprofile.path})")
+        print(text)
