@@ -15,7 +15,8 @@ compare the two metrics on the same measurements.
 
     python benchmarks/gate_experiment.py --runs 20 --out gate-experiment/
 
-Prints a Markdown summary (also written to OUT/summary.md, with every run in OUT/runs.json).
+Prints a Markdown summary (also written to OUT/summary.md, with every run in OUT/runs.json,
+which is rewritten after each run; ``--summarise OUT/runs.json`` summarises a partial one).
 """
 
 from __future__ import annotations
@@ -152,8 +153,14 @@ def main() -> int:
     parser.add_argument("--slowdown", type=float, default=0.15, help="planted CPU slowdown")
     parser.add_argument("--commit", default="HEAD", help="commit of this repo to test")
     parser.add_argument("--out", type=Path, default=Path("gate-experiment"))
+    parser.add_argument(
+        "--summarise", type=Path, metavar="RUNS_JSON", help="only summarise an earlier runs.json"
+    )
     parser.add_argument("gate_args", nargs="*", help="extra rlperf gate arguments (after --)")
     args = parser.parse_args()
+    if args.summarise is not None:
+        print(summarise(json.loads(args.summarise.read_text()), args.slowdown))
+        return 0
     repo = Path(git(["rev-parse", "--show-toplevel"], Path.cwd()))
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []

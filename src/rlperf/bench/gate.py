@@ -1,7 +1,8 @@
 """The SPS regression gate: base and head timed in the same job, interleaved, in fresh processes.
 
-One round starts a fresh worker process per side (``worker.py``), each imports ``rlperf`` from
-its own checkout and sets up the same registry cases. The two then take turns, one sample at a
+Each side has one worker (``worker.py``) that imports torch once and forks a fresh process
+for every round; that process imports ``rlperf`` from its side's checkout and sets up the same
+registry cases. The two then take turns, one sample at a
 time, ``pairs_per_round`` times each (A B, B A, A B ...: the order alternates so neither side
 always runs first). Each sample is a fixed number of calls of the case, calibrated once on the
 base so both sides do the same work.
@@ -150,24 +151,18 @@ class Worker:
         self._stderr.close()
 
 
-def start_pair(base: Side, head: Side, cases: list[str], warmup_s: float) -> dict[str, Worker]:
-    """Both sides' workers, set up (imports and warm-up run concurrently: nothing is timed)."""
-    workers = {"base": Worker(base), "head": Worker(head)}
+def begin_round(workers: dict[str, Worker], cases: list[str], warmup_s: float) -> None:
+    """Fresh round processes on both sides, set up (concurrently: nothing is timed yet)."""
     request = {"op": "setup", "cases": cases, "warmup_s": warmup_s}
-    try:
-        for worker in workers.values():
-            worker.send(request)
-        for worker in workers.values():
-            worker.setup_answer = worker.receive(request)
-    except BaseException:
-        close_all(workers)
-        raise
-    return workers
-
-
-def close_all(workers: dict[str, Worker]) -> None:
     for worker in workers.values():
-        worker.close()
+        worker.send(request)
+    for worker in workers.values():
+        worker.setup_answer = worker.receive(request)
+
+
+def end_round(workers: dict[str, Worker]) -> None:
+    for worker in workers.values():
+        worker.ask({"op": "end"})
 
 
 # -- samples and their analysis ----------------------------------------------------------
@@ -226,9 +221,10 @@ def run_rounds(
     """Alternate base and head in fresh processes, round after round, until all are decided."""
     results: dict[str, CaseResult] = {}
     pending = list(cases)
-    for r in range(settings.max_rounds):
-        workers = start_pair(base, head, pending, settings.warmup_s)
-        try:
+    workers = {"base": Worker(base), "head": Worker(head)}
+    try:
+        for r in range(settings.max_rounds):
+            begin_round(workers, pending, settings.warmup_s)
             if r == 0:
                 for case in cases:
                     calls = workers["base"].ask(
@@ -237,33 +233,38 @@ def run_rounds(
                     items, unit = workers["base"].setup_answer["items"][case]
                     results[case] = CaseResult(case, calls, items, unit)
             for case in pending:
+                results[case].rounds.append(measure_round(workers, results[case], r, settings))
+            end_round(workers)
+            for case in list(pending):
                 result = results[case]
-                samples: Samples = {"base": [], "head": []}
-                for j in range(settings.pairs_per_round):
-                    order = ("base", "head") if (r + j) % 2 == 0 else ("head", "base")
-                    for label in order:
-                        answer = workers[label].ask(
-                            {"op": "measure", "case": case, "calls": result.calls_per_sample}
-                        )
-                        samples[label].append(
-                            {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"]}
-                        )
-                result.rounds.append(samples)
-        finally:
-            close_all(workers)
-        for case in list(pending):
-            result = results[case]
-            result.verdicts = analyse(result.rounds, settings)
-            verdict = result.verdicts[settings.metric]
-            if len(result.rounds) >= settings.min_rounds and verdict.decision != UNDECIDED:
-                pending.remove(case)
-        log(f"round {r + 1}: " + "; ".join(
-            f"{name} {format_verdict(res.verdicts[settings.metric])}"
-            for name, res in results.items()
-        ))  # fmt: skip
-        if not pending:
-            break
+                result.verdicts = analyse(result.rounds, settings)
+                verdict = result.verdicts[settings.metric]
+                if len(result.rounds) >= settings.min_rounds and verdict.decision != UNDECIDED:
+                    pending.remove(case)
+            log(f"round {r + 1}: " + "; ".join(
+                f"{name} {format_verdict(res.verdicts[settings.metric])}"
+                for name, res in results.items()
+            ))  # fmt: skip
+            if not pending:
+                break
+    finally:
+        for worker in workers.values():
+            worker.close()
     return [results[c] for c in cases]
+
+
+def measure_round(
+    workers: dict[str, Worker], result: CaseResult, round_index: int, settings: Settings
+) -> Samples:
+    """``pairs_per_round`` back-to-back pairs; the order alternates (A B, B A, ...)."""
+    samples: Samples = {"base": [], "head": []}
+    request = {"op": "measure", "case": result.name, "calls": result.calls_per_sample}
+    for j in range(settings.pairs_per_round):
+        order = ("base", "head") if (round_index + j) % 2 == 0 else ("head", "base")
+        for label in order:
+            answer = workers[label].ask(request)
+            samples[label].append({"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"]})
+    return samples
 
 
 def format_verdict(v: Verdict) -> str:

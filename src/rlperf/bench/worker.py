@@ -1,31 +1,40 @@
-"""One side of a gate round: a fresh process that times registry cases of one source tree.
+"""One side of the gate: a process that times registry cases of one source tree, per round.
 
 Run as a script, never imported by the tree under test::
 
     python worker.py --src TREE/src --registry GATE/registry.py
 
-``rlperf`` is imported from ``--src`` (the base or head checkout) while the case definitions
-come from the gate's own ``registry.py``, so both sides run exactly the same benchmark code.
-Requests and replies are JSON lines on stdin/stdout; one reply per request:
+The process imports the heavy third-party modules once (torch, numpy, gymnasium: seconds on a
+loaded 2-core machine), then forks a fresh child for every round. The child imports ``rlperf``
+from ``--src`` (the base or head checkout), loads the case definitions from the gate's own
+``registry.py`` (so both sides run exactly the same benchmark code), sets the cases up, warms
+them up and answers the round's requests. Requests and replies are JSON lines on stdin/stdout,
+one reply per request:
 
     {"op": "setup", "cases": [...], "warmup_s": 0.3}  -> {"rlperf": path, "items": {...}}
-    {"op": "calibrate", "case": name, "sample_s": 0.2} -> {"calls": n}
+    {"op": "calibrate", "case": name, "sample_s": 0.1} -> {"calls": n}
     {"op": "measure", "case": name, "calls": n}         -> {"wall_s": w, "cpu_s": c}
+    {"op": "end"}                                       -> {"ended": true}  (the child exits)
 
 Any failure is answered ``{"error": "..."}`` and the worker exits 1. CPU time is
-``time.process_time()``: this process's user + system time, all threads included.
+``time.process_time()``: the child's user + system time, all its threads included.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+PRELOADED = ("numpy", "torch", "gymnasium")
+WARMUP_CALLS = 3
 
 
 def load_registry(path: Path) -> Any:
@@ -45,36 +54,42 @@ def time_calls(run: Any, calls: int) -> tuple[float, float]:
     return time.perf_counter() - wall0, time.process_time() - cpu0
 
 
-def serve(src: Path, registry_path: Path) -> int:
-    sys.path.insert(0, str(src))
+def reply(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def setup_round(request: dict[str, Any], src: Path, registry_path: Path) -> dict[str, Any]:
+    """Import the tree's rlperf, set up and warm up the cases; returns them by name."""
+    import rlperf
+
+    origin = Path(rlperf.__file__).resolve()
+    if src.resolve() not in origin.parents:
+        raise RuntimeError(f"rlperf imported from {origin}, not from {src}")
     registry = load_registry(registry_path)
-    prepared: dict[str, Any] = {}
+    prepared, items = {}, {}
+    for case in registry.select(request["cases"]):
+        ready = case.setup()
+        # Warm up by CPU time, not wall time: on a loaded machine a wall-time budget can pass
+        # before the first call has even run twice.
+        calls, cpu0 = 0, time.process_time()
+        while calls < WARMUP_CALLS or time.process_time() - cpu0 < request["warmup_s"]:
+            ready.run()
+            calls += 1
+        prepared[case.name] = ready
+        items[case.name] = [ready.items_per_call, ready.items_unit]
+    reply({"rlperf": str(origin), "items": items})
+    return prepared
 
-    def reply(payload: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(payload) + "\n")
-        sys.stdout.flush()
 
-    for line in sys.stdin:
-        try:
+def serve_round(first: dict[str, Any], src: Path, registry_path: Path) -> int:
+    """The child of one round: set up, then answer until ``end``."""
+    try:
+        prepared = setup_round(first, src, registry_path)
+        while line := sys.stdin.readline():
             request = json.loads(line)
             op = request["op"]
-            if op == "setup":
-                import rlperf
-
-                origin = Path(rlperf.__file__).resolve()
-                if src.resolve() not in origin.parents:
-                    raise RuntimeError(f"rlperf imported from {origin}, not from {src}")
-                items = {}
-                for case in registry.select(request["cases"]):
-                    ready = case.setup()
-                    items[case.name] = [ready.items_per_call, ready.items_unit]
-                    warm_until = time.perf_counter() + request["warmup_s"]
-                    ready.run()
-                    while time.perf_counter() < warm_until:
-                        ready.run()
-                    prepared[case.name] = ready
-                reply({"rlperf": str(origin), "items": items})
-            elif op == "calibrate":
+            if op == "calibrate":
                 run, calls = prepared[request["case"]].run, 1
                 while time_calls(run, calls)[1] < request["sample_s"] and calls < 1_000_000:
                     calls *= 2
@@ -82,11 +97,34 @@ def serve(src: Path, registry_path: Path) -> int:
             elif op == "measure":
                 wall_s, cpu_s = time_calls(prepared[request["case"]].run, request["calls"])
                 reply({"wall_s": wall_s, "cpu_s": cpu_s})
+            elif op == "end":
+                reply({"ended": True})
+                return 0
             else:
                 raise ValueError(f"unknown op {op!r}")
-        except Exception as e:  # reported to the gate, which exits 2 naming the side and case
-            last = traceback.format_exception_only(type(e), e)[-1].strip()
-            reply({"error": last})
+        return 1  # the gate went away mid-round
+    except Exception as e:  # reported to the gate, which exits 2 naming the side and case
+        reply({"error": traceback.format_exception_only(type(e), e)[-1].strip()})
+        return 1
+
+
+def serve(src: Path, registry_path: Path) -> int:
+    """Preload, then fork one child per ``setup`` request; exit when stdin closes."""
+    sys.path.insert(0, str(src))
+    for name in PRELOADED:
+        importlib.import_module(name)
+    while line := sys.stdin.readline():
+        request = json.loads(line)
+        if request.get("op") != "setup":
+            reply({"error": f"expected a setup request, got {request.get('op')!r}"})
+            return 1
+        pid = os.fork()
+        if pid == 0:
+            code = serve_round(request, src, registry_path)
+            sys.stdout.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
             return 1
     return 0
 
