@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from rlperf.cli import EXIT_USAGE, main
+from rlperf.envs import CartPoleVec
 
 SMALL = [
     "--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs", "2",
@@ -262,3 +263,24 @@ def test_non_finite_message_claims_a_checkpoint_only_when_one_exists(
     message = capsys.readouterr().err
     assert not (tmp_path / "checkpoint.pt").exists(), "iteration 1 failed: nothing to keep"
     assert "checkpoint kept" not in message, message
+
+
+def test_ctrl_c_writes_the_summary_and_exits_130(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = CartPoleVec.step
+    calls = {"n": 0}
+
+    def step(self, actions):
+        calls["n"] += 1
+        if calls["n"] == 2 * 16 + 5:  # inside iteration 3
+            raise KeyboardInterrupt
+        return original(self, actions)
+
+    monkeypatch.setattr(CartPoleVec, "step", step)
+    argv = ["train", *SMALL, "--total-steps", str(6 * BATCH), "--no-progress"]
+    assert main([*argv, "--checkpoint-every", "1", "--run-dir", str(tmp_path)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["global_step"] == 2 * BATCH
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["iteration"] == 2
