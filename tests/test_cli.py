@@ -4,6 +4,7 @@ rejected with one line on stderr and exit status 2 before any work, losing nothi
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -182,10 +183,7 @@ def test_resume_of_a_missing_dir(tmp_path: Path, capsys: pytest.CaptureFixture) 
 def test_resume_of_a_corrupt_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture, finished_run: Path, content: bytes
 ) -> None:
-    run_dir = tmp_path / "copy"
-    run_dir.mkdir()
-    for name, data in snapshot(finished_run).items():
-        (run_dir / name).write_bytes(data)
+    run_dir = shutil.copytree(finished_run, tmp_path / "copy")
     (run_dir / "checkpoint.pt").write_bytes(content)
     before = snapshot(run_dir)
     expect_usage_error(capsys, ["train", "--resume", str(run_dir)], "unreadable")
@@ -219,10 +217,7 @@ def test_mismatched_resume_is_rejected_without_touching_the_run(
 
 
 def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Path) -> None:
-    run_dir = tmp_path / "copy"
-    run_dir.mkdir()
-    for name, data in snapshot(finished_run).items():
-        (run_dir / name).write_bytes(data)
+    run_dir = shutil.copytree(finished_run, tmp_path / "copy")
     argv = ["train", "--resume", str(run_dir), *SMALL, "--total-steps", str(4 * BATCH)]
     assert main([*argv, "--no-progress"]) == 0
     assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 4 * BATCH
