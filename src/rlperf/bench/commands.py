@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from contextlib import ExitStack
@@ -78,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("--max-rounds", int, "max_rounds", "rounds before giving up undecided"),
         ("--pairs", int, "pairs_per_round", "samples per side per round"),
         ("--sample-s", float, "sample_s", "CPU seconds of one sample"),
+        ("--warmup-s", float, "warmup_s", "untimed CPU seconds per case and round"),
     )
     for flag, kind, attr, text in tuning:
         default = getattr(defaults, attr)
@@ -90,6 +92,11 @@ def error(message: str) -> int:
     return EXIT_UNDECIDED
 
 
+def split_cases(text: str) -> list[str]:
+    """``"e2e_train,gae[num_steps=32,num_envs=64]"`` -> its entries (commas inside [] kept)."""
+    return [name.strip() for name in re.split(r",(?![^\[]*\])", text) if name.strip()]
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(
         threshold=args.threshold,
@@ -99,6 +106,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         max_rounds=args.max_rounds,
         pairs_per_round=args.pairs,
         sample_s=args.sample_s,
+        warmup_s=args.warmup_s,
     ).check()
 
 
@@ -113,7 +121,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         else:
             if not args.base:
                 raise GateError("--base REF is required (or --from-json FILE)")
-            names = [c.name for c in select([n for n in args.cases.split(",") if n.strip()])]
+            names = [c.name for c in select(split_cases(args.cases))]
             if not names:
                 raise GateError("--cases names no case")
             results, sides = measure(args.base, args.head, names, settings)

@@ -55,7 +55,7 @@ class Settings:
     max_rounds: int = 20
     pairs_per_round: int = 6  # samples per side per round, interleaved
     sample_s: float = 0.1  # target CPU seconds of one sample (calls calibrated to reach it)
-    warmup_s: float = 0.3  # untimed calls per case after setup, seconds
+    warmup_s: float = 0.2  # untimed CPU seconds per case and round (at least 3 calls)
 
     def check(self) -> Settings:
         """Raise GateError on values that cannot give a decision."""

@@ -1,0 +1,200 @@
+"""``rlperf gate`` end to end on a tiny git repository, and its exit status on bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import rlperf
+from rlperf.cli import main
+
+GAE_CASE = "gae[num_steps=32,num_envs=64]"
+# Small, fast rounds: the planted slowdown is 3x, the threshold 50%.
+FAST = ["--cases", GAE_CASE, "--threshold", "0.5", "--pairs", "3", "--sample-s", "0.01",
+        "--max-rounds", "8", "--warmup-s", "0.02"]  # fmt: skip
+
+SLOW_GAE = '''
+
+import time as _time
+
+_fast_gae = gae
+
+
+def gae(*args, **kwargs):
+    """Planted by the test: twice the CPU time again, busy-waiting."""
+    start = _time.process_time()
+    out = _fast_gae(*args, **kwargs)
+    spin_until = _time.process_time() + 2.0 * (_time.process_time() - start)
+    while _time.process_time() < spin_until:
+        pass
+    return out
+'''
+
+BROKEN_GAE = """
+
+def gae(*args, **kwargs):
+    raise RuntimeError("planted crash")
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+        cwd=repo, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def commit_gae(repo: Path, suffix: str, message: str) -> str:
+    gae_py = repo / "src" / "rlperf" / "ppo" / "gae.py"
+    gae_py.write_text(gae_py.read_text() + suffix)
+    git(repo, "commit", "-qam", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | str]:
+    """A git repo holding a copy of rlperf: commits base, slow (3x gae) and broken (gae raises)."""
+    root = tmp_path_factory.mktemp("tiny-repo")
+    package = Path(rlperf.__file__).parent
+    shutil.copytree(package, root / "src" / "rlperf", ignore=shutil.ignore_patterns("__pycache__"))
+    git(root, "init", "-q")
+    git(root, "add", "src")
+    git(root, "commit", "-qm", "base")
+    base = git(root, "rev-parse", "HEAD")
+    slow = commit_gae(root, SLOW_GAE, "slow gae")
+    git(root, "checkout", "-q", base)
+    broken = commit_gae(root, BROKEN_GAE, "broken gae")
+    return {"root": root, "base": base, "slow": slow, "broken": broken}
+
+
+def gate(repo: dict, head: str, *args: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.chdir(repo["root"])
+    git(repo["root"], "checkout", "-q", repo[head])  # the head is the working tree
+    return main(["gate", *args])
+
+
+def test_planted_slowdown_fails_with_ratio_and_interval(
+    repo: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    out_json = tmp_path / "gate.json"
+    code = gate(repo, "slow", "--base", str(repo["base"]), "--json", str(out_json), *FAST,
+                monkeypatch=monkeypatch)  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert f"{GAE_CASE}: REGRESSION" in out and "REGRESSION beyond 50%" in out
+    saved = json.loads(out_json.read_text())
+    verdict = saved["cases"][0]["verdicts"]["cpu"]
+    assert saved["exit_code"] == 1 and verdict["decision"] == "regression"
+    assert 1.5 < verdict["low"] <= verdict["ratio"] <= verdict["high"]
+    # The same samples, decided again from the file, give the same answer.
+    assert main(["gate", "--from-json", str(out_json), "--threshold", "0.5"]) == 1
+
+
+def test_same_commit_passes(repo: dict, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    code = gate(repo, "slow", "--base", "HEAD", *FAST, monkeypatch=monkeypatch)
+    assert code == 0, capsys.readouterr().out
+
+
+def test_case_crash_on_head_is_exit_2(repo: dict, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    code = gate(repo, "broken", "--base", str(repo["base"]), *FAST, monkeypatch=monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "failed on head working tree: RuntimeError: planted crash" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--base", "no-such-ref"], "unknown git ref 'no-such-ref'"),
+        (["--base", "HEAD", "--head", "nope~9"], "unknown git ref 'nope~9'"),
+        (["--base", "HEAD", "--cases", "nope"], "unknown benchmark case 'nope'"),
+        (["--base", "HEAD", "--threshold", "-1"], "threshold must be in"),
+        (["--base", "HEAD", "--max-rounds", "3"], "max_rounds 3 is below"),
+        (["--base", "HEAD", "--json", "/no/such/dir/out.json"], "does not exist"),
+        ([], "--base REF is required"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    repo: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+    args: list[str], message: str,
+) -> None:  # fmt: skip
+    code = gate(repo, "base", *args, monkeypatch=monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("rlperf: error: ") and message in err
+
+
+def test_outside_a_git_repository_is_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    assert main(["gate", "--base", "HEAD"]) == 2
+    assert capsys.readouterr().err.startswith("rlperf: error: git rev-parse")
+
+
+def synthetic(shift: float, rounds: int) -> dict:
+    """Gate results with constant samples: head ``shift`` slower in every pair."""
+    pair = {"base": [{"wall_s": 1.0, "cpu_s": 1.0}],
+            "head": [{"wall_s": 1.0 + shift, "cpu_s": 1.0 + shift}]}  # fmt: skip
+    return {"cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": [pair] * rounds}]}
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [(synthetic(0.0, 8), 0), (synthetic(0.15, 8), 1), (synthetic(0.15, 5), 2)],
+    ids=["equal", "15pct-slower", "too-few-rounds"],
+)
+def test_from_json_decides_on_saved_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture, data: dict, code: int
+) -> None:
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps(data))
+    assert main(["gate", "--from-json", str(path)]) == code
+    if code == 1:
+        assert "e2e: REGRESSION cpu ratio 1.150 [1.150, 1.150]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "is not JSON"),
+        ("[1, 2]", "not an object"),
+        ('{"cases": []}', "no cases"),
+        ('{"cases": [{"name": "x"}]}', "malformed gate results: KeyError"),
+        (
+            json.dumps(
+                {
+                    "cases": [
+                        {
+                            "name": "x",
+                            "calls_per_sample": 1,
+                            "rounds": [
+                                {
+                                    "base": [{"wall_s": 1, "cpu_s": -1}],
+                                    "head": [{"wall_s": 1, "cpu_s": 1}],
+                                }
+                            ],
+                        }
+                    ]
+                }
+            ),
+            "not a positive number",
+        ),
+    ],
+)
+def test_malformed_json_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture, text: str, message: str
+) -> None:
+    path = tmp_path / "gate.json"
+    path.write_text(text)
+    assert main(["gate", "--from-json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlperf: error: ") and message in err
+
+
+def test_missing_json_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["gate", "--from-json", str(tmp_path / "absent.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""The registry covers every component of the issue, and every case runs once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from rlperf.bench.registry import (
+    COMPONENTS,
+    Case,
+    CaseSkipped,
+    UnknownCaseError,
+    all_cases,
+    select,
+)
+from rlperf.envs import registered
+
+CASES = all_cases()
+
+
+@pytest.fixture(autouse=True)
+def restore_torch_threads() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_every_component_has_cases() -> None:
+    assert {c.component for c in CASES} == set(COMPONENTS)
+
+
+def test_sizes_the_issue_asks_for() -> None:
+    def params(component: str) -> list[dict]:
+        return [c.params for c in CASES if c.component == component]
+
+    for env in registered():
+        for component in ("env_step", "env_reset"):
+            assert {p["num_envs"] for p in params(component) if p["env"] == env} == {64, 1024}
+    assert {p["batch"] for p in params("policy_act")} == {64, 1024}
+    assert {(p["num_steps"], p["num_envs"]) for p in params("gae")} == {(32, 64), (128, 1024)}
+    transfers = {(p["direction"], p["memory"], p["non_blocking"]) for p in params("transfer")}
+    assert transfers == {
+        (d, m, nb) for d in ("d2h", "h2d") for m in ("pageable", "pinned") for nb in (False, True)
+    }
+
+
+def test_names_are_unique_and_selectable() -> None:
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names))
+    assert select([names[0]]) == [CASES[0]]
+    assert [c.component for c in select(["gae"])] == ["gae", "gae"]
+    with pytest.raises(UnknownCaseError, match="unknown benchmark case 'nope'"):
+        select(["nope"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_runs_once(case: Case) -> None:
+    try:
+        ready = case.setup()
+    except CaseSkipped as e:
+        # Only the CUDA transfers may be skipped, only without CUDA, and never silently.
+        assert case.component == "transfer" and not torch.cuda.is_available()
+        assert "CUDA not available" in str(e)
+        pytest.skip(str(e))
+    assert ready.items_per_call > 0 and ready.items_unit
+    ready.run()
