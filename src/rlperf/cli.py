@@ -177,9 +177,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 # -- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="rlperf", description="A PPO training stack built to be measured."
-    )
+    parser = OneLineParser(prog="rlperf", description="A PPO training stack built to be measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     train = sub.add_parser("train", help="train PPO and print SPS and the phase breakdown")
     add_config_flags(train)

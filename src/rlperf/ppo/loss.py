@@ -12,6 +12,12 @@
 reference, as in CleanRL). :func:`discrete_ppo_loss_and_head_grads` computes the same loss from
 the actor's logits and the critic's values together with the loss's gradient with respect to
 those two outputs, in closed form, for the analytic update of ``policies/mlp.py``.
+
+Statistics stay on the device while training: both functions return a (5,) tensor of means
+(:data:`STAT_NAMES`; the value entry is ``mean(max(...))`` before the 0.5), so summing them over
+minibatches is one add, and :func:`finalize_stats` turns the sum into the logged figures on the
+host, once per iteration. The total loss is a linear combination of those means and is
+computed there too.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-# Order of the entries of the per-minibatch statistics vector.
-STAT_NAMES = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+# Per-sample quantities averaged into the device-side statistics vector, in this order.
+STAT_NAMES = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+# Figures finalize_stats reports.
+LOGGED_STATS = ("loss", *STAT_NAMES)
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,37 @@ class LossCoefs:
 
 def normalize_advantages(adv: torch.Tensor) -> torch.Tensor:
     """``(adv - mean) / (std + 1e-8)`` with the unbiased std, as CleanRL."""
-    return (adv - adv.mean()) / (adv.std() + 1e-8)
+    std, mean = torch.std_mean(adv)
+    return (adv - mean) / (std + 1e-8)
+
+
+def finalize_stats(stat_means: list[float], coefs: LossCoefs) -> dict[str, float]:
+    """Host-side figures from a (summed and averaged) statistics vector."""
+    pg_loss, v_max, entropy, approx_kl, clipfrac = stat_means
+    v_loss = 0.5 * v_max
+    loss = pg_loss - coefs.ent_coef * entropy + coefs.vf_coef * v_loss
+    return {
+        "loss": loss,
+        "pg_loss": pg_loss,
+        "v_loss": v_loss,
+        "entropy": entropy,
+        "approx_kl": approx_kl,
+        "clipfrac": clipfrac,
+    }
+
+
+def _stat_vector(
+    pg_max: torch.Tensor,
+    v_max: torch.Tensor,
+    entropy: torch.Tensor,
+    ratio: torch.Tensor,
+    logratio: torch.Tensor,
+    clip_coef: float,
+) -> torch.Tensor:
+    ratio_m1 = ratio - 1.0
+    approx_kl = ratio_m1 - logratio
+    clipped = ratio_m1.abs_().gt_(clip_coef)  # float 0/1, in place
+    return torch.stack((pg_max, v_max, entropy, approx_kl, clipped)).mean(1)
 
 
 def ppo_loss(
@@ -47,27 +85,28 @@ def ppo_loss(
     oldvalues: torch.Tensor,
     coefs: LossCoefs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference PPO loss (all inputs (B,)); returns the scalar loss and stats (STAT_NAMES)."""
+    """Reference PPO loss (all inputs (B,)); returns the scalar loss and the stats vector."""
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
     pg_loss1 = -advantages * ratio
     pg_loss2 = -advantages * torch.clamp(ratio, 1 - coefs.clip_coef, 1 + coefs.clip_coef)
-    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    pg_max = torch.max(pg_loss1, pg_loss2)
+    pg_loss = pg_max.mean()
     if coefs.clip_vloss:
         v_loss_unclipped = (newvalue - returns) ** 2
-        v_clipped = oldvalues + torch.clamp(
-            newvalue - oldvalues, -coefs.clip_coef, coefs.clip_coef
-        )
+        v_clipped = oldvalues + torch.clamp(newvalue - oldvalues, -coefs.clip_coef, coefs.clip_coef)
         v_loss_clipped = (v_clipped - returns) ** 2
-        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+        v_max = torch.max(v_loss_unclipped, v_loss_clipped)
     else:
-        v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
+        v_max = (newvalue - returns) ** 2
+    v_loss = 0.5 * v_max.mean()
     entropy_loss = entropy.mean()
     loss = pg_loss - coefs.ent_coef * entropy_loss + v_loss * coefs.vf_coef
     with torch.no_grad():
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > coefs.clip_coef).float().mean()
-        stats = torch.stack([loss, pg_loss, v_loss, entropy_loss, approx_kl, clipfrac]).detach()
+        stats = _stat_vector(
+            pg_max.detach(), v_max.detach(), entropy.detach(), ratio.detach(),
+            logratio.detach(), coefs.clip_coef,
+        )  # fmt: skip
     return loss, stats
 
 
@@ -81,61 +120,68 @@ def discrete_ppo_loss_and_head_grads(
     returns: torch.Tensor,
     oldvalues: torch.Tensor,
     coefs: LossCoefs,
+    grad_logits_out: torch.Tensor | None = None,
+    grad_value_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The PPO loss of a categorical policy and its gradient w.r.t. logits and values.
 
     Args:
         logits: (B, A) actor outputs; newvalue: (B,) critic outputs; actions: (B,) int64;
-        the rest (B,) as in :func:`ppo_loss`.
+            the rest (B,) as in :func:`ppo_loss`.
+        grad_logits_out, grad_value_out: optional (B, A) and (B,) tensors (may be strided
+            views) to write the gradients into, saving a copy.
 
     Returns:
-        stats (STAT_NAMES, a (6,) tensor), grad_logits (B, A), grad_value (B,).
+        stats (5,) (see :data:`STAT_NAMES`), grad_logits (B, A), grad_value (B,).
 
-    Gradients (B = batch size), matching autograd's choice at ties:
+    Gradients (B = batch size), matching autograd's:
     - policy term: d pg_loss / d newlogprob = -adv * ratio / B where the unclipped term is the
-      max (it is also the max whenever the ratio is inside the clip range), else 0;
+      max (it is also the max whenever the ratio is inside the clip range, where both terms are
+      equal), else 0;
     - d newlogprob / d logits = onehot(action) - p;
     - entropy: d H / d logits = -p * (log p + H);
-    - value term: d v_loss / d v = (v - ret) / B where the unclipped term is the max, else 0.
+    - value term: d v_loss / d v = (v - ret) / B where the unclipped term is the max, else
+      (clipped v - ret) / B where the clamp is inactive, else 0. (``oldv + (v - oldv)`` need
+      not round to ``v``, so "clipped term larger" does not imply "clamp active".) At an exact
+      tie with an active clamp, a measure-zero event, autograd would give half of (v - ret).
     """
     n = logits.shape[0]
     logp_all = torch.log_softmax(logits, dim=-1)
     p = logp_all.exp()
     newlogprob = logp_all.gather(1, actions.unsqueeze(1)).view(-1)
     plogp = p * logp_all
-    entropy = -plogp.sum(-1)
+    entropy = plogp.sum(-1).neg_()
 
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - coefs.clip_coef, 1 + coefs.clip_coef)
+    neg_adv = -advantages
+    pg_loss1 = neg_adv * ratio
+    pg_loss2 = neg_adv * torch.clamp(ratio, 1 - coefs.clip_coef, 1 + coefs.clip_coef)
     pg_max = torch.maximum(pg_loss1, pg_loss2)
-    pg_loss = pg_max.mean()
 
     diff = newvalue - returns
+    v_unclipped = diff.square()
     if coefs.clip_vloss:
-        v_unclipped = diff.square()
-        v_clipped = (
-            oldvalues + torch.clamp(newvalue - oldvalues, -coefs.clip_coef, coefs.clip_coef)
-        ) - returns
-        v_clipped = v_clipped.square()
-        v_loss = 0.5 * torch.maximum(v_unclipped, v_clipped).mean()
-        grad_value = torch.where(v_unclipped >= v_clipped, diff, 0.0)
+        delta = newvalue - oldvalues
+        diff_clipped = (oldvalues + delta.clamp(-coefs.clip_coef, coefs.clip_coef)) - returns
+        v_clipped = diff_clipped.square()
+        v_max = torch.maximum(v_unclipped, v_clipped)
+        clipped_grad = diff_clipped.masked_fill_(delta.abs_() > coefs.clip_coef, 0.0)
+        grad_value = torch.where(v_unclipped >= v_clipped, diff, clipped_grad, out=grad_value_out)
     else:
-        v_loss = 0.5 * diff.square().mean()
-        grad_value = diff
+        v_max = v_unclipped
+        grad_value = diff if grad_value_out is None else grad_value_out.copy_(diff)
     grad_value.mul_(coefs.vf_coef / n)
-    entropy_mean = entropy.mean()
-    loss = pg_loss - coefs.ent_coef * entropy_mean + coefs.vf_coef * v_loss
 
-    # d loss / d newlogprob (B,)
-    g_logp = torch.where(pg_loss1 >= pg_loss2, pg_loss1, 0.0).mul_(1.0 / n)
-    # grad_logits = g_logp * (onehot - p) + (ent_coef / B) * (p * log p + p * H)
-    grad_logits = torch.addcmul(plogp, p, entropy.unsqueeze(1)).mul_(coefs.ent_coef / n)
-    grad_logits.addcmul_(p, g_logp.unsqueeze(1), value=-1.0)
-    grad_logits.scatter_add_(1, actions.unsqueeze(1), g_logp.unsqueeze(1))
+    # d loss / d newlogprob, times -B: pg_loss1 where it is the max, else 0.
+    g_logp = pg_loss1.masked_fill(pg_loss1 < pg_loss2, 0.0)
+    # grad_logits = (ent_coef/B) * (p log p + p H) - (g/B) * p + (g/B) * onehot(action)
+    grad_logits = torch.addcmul(plogp, p, entropy.unsqueeze(1), out=grad_logits_out)
+    grad_logits.mul_(coefs.ent_coef / n)
+    g_logp.mul_(1.0 / n)
+    g_col = g_logp.unsqueeze(1)
+    grad_logits.addcmul_(p, g_col, value=-1.0)
+    grad_logits.scatter_add_(1, actions.unsqueeze(1), g_col)
 
-    approx_kl = ((ratio - 1) - logratio).mean()
-    clipfrac = ((ratio - 1.0).abs() > coefs.clip_coef).float().mean()
-    stats = torch.stack([loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac])
+    stats = _stat_vector(pg_max, v_max, entropy, ratio, logratio, coefs.clip_coef)
     return stats, grad_logits, grad_value

@@ -49,9 +49,11 @@ from rlperf.ppo.loss import (
     STAT_NAMES,
     LossCoefs,
     discrete_ppo_loss_and_head_grads,
+    finalize_stats,
     normalize_advantages,
     ppo_loss,
 )
+from rlperf.ppo.optim import FlatAdam
 from rlperf.ppo.rollout import RolloutBuffer
 from rlperf.ppo.run_dir import RunDir
 from rlperf.ppo.throughput import Throughput
@@ -113,12 +115,7 @@ class Trainer:
             self.obs_dim, self.action_dim, cfg.policy.hidden_sizes, self.continuous
         ).to(self.device)
         self.fast_update = cfg.policy.fast_update and not self.continuous
-        self.optimizer = torch.optim.Adam(
-            [self.policy.flat],
-            lr=cfg.ppo.learning_rate,
-            eps=cfg.ppo.adam_eps,
-            fused=self.device.type in ("cpu", "cuda"),
-        )
+        self.optimizer = FlatAdam(self.policy.flat, cfg.ppo.learning_rate, eps=cfg.ppo.adam_eps)
         self.buffer = RolloutBuffer(
             cfg.ppo.num_steps,
             cfg.env.num_envs,
@@ -232,7 +229,7 @@ class Trainer:
         ppo = cfg.ppo
         if ppo.anneal_lr:
             frac = 1.0 - (self.iteration - 1.0) / max(cfg.num_iterations, 1)
-            self.optimizer.param_groups[0]["lr"] = frac * ppo.learning_rate
+            self.optimizer.lr = frac * ppo.learning_rate
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         grad = policy.flat.grad
         with sec("minibatch_prep"):
@@ -249,7 +246,7 @@ class Trainer:
                         logits, newvalue, cache = policy.forward_train(mb.obs)
                         stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
                             logits, newvalue, mb.actions, mb.logprobs, adv, mb.returns,
-                            mb.values, self.coefs,
+                            mb.values, self.coefs, *policy.output_grad_views(len(adv)),
                         )  # fmt: skip
                     with sec("backward"):
                         policy.backward(cache, grad_logits, grad_value)
@@ -312,9 +309,8 @@ class Trainer:
                 with sec("update"):
                     stats = self.update()
                 with sec("logging"):
-                    values = stats.tolist()  # the iteration's one host sync
-                    stats_row = dict(zip(STAT_NAMES, values, strict=True))
-                    if not all(math.isfinite(v) for v in values):
+                    stats_row = finalize_stats(stats.tolist(), self.coefs)  # one host sync
+                    if not all(math.isfinite(v) for v in stats_row.values()):
                         raise NonFiniteLossError(
                             f"non-finite loss at iteration {self.iteration} "
                             f"(global step {self.global_step}): "
@@ -329,7 +325,7 @@ class Trainer:
                         "sps_cumulative": meter.cumulative_sps(),
                         "mean_return": self.mean_recent_return(),
                         "episodes": self.episodes,
-                        "learning_rate": self.optimizer.param_groups[0]["lr"],
+                        "learning_rate": self.optimizer.lr,
                         **stats_row,
                         "sections_s": {
                             k: (v - last_sections.get(k, 0)) / 1e9
@@ -343,8 +339,7 @@ class Trainer:
                     bar.update(self.global_step, row["sps"], row["mean_return"])
                 every = cfg.run.checkpoint_every
                 if out is not None and (
-                    (every and self.iteration % every == 0)
-                    or self.iteration == cfg.num_iterations
+                    (every and self.iteration % every == 0) or self.iteration == cfg.num_iterations
                 ):
                     with sec("checkpoint"):
                         self._prior_steps, self._prior_s = meter.counted_steps, meter.counted_s
@@ -433,4 +428,6 @@ class Trainer:
             self._prior_s = float(payload["counted_s"])
         except (KeyError, RuntimeError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise CheckpointError(f"cannot resume: checkpoint does not fit this run ({first})")
+            raise CheckpointError(
+                f"cannot resume: checkpoint does not fit this run ({first})"
+            ) from e

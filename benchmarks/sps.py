@@ -1,0 +1,349 @@
+"""End-to-end PPO throughput on CartPole: rlperf against CleanRL's loop and the eager-pieces floor.
+
+    python benchmarks/sps.py                          # 64x32 and 1024x32, 5 rounds, 2 threads
+    python benchmarks/sps.py --configs 64x32 --rounds 9 --impls rlperf,cleanrl
+    python benchmarks/sps.py --base-src /path/to/old/src  # adds "rlperf-base": before/after
+
+Every measurement runs in a fresh Python process, and the implementations take turns
+(A B C A B C ...) so that a machine whose speed drifts affects them alike; the table shows the
+median and min-max of each. The same PPO work everywhere: 64x64 Tanh actor and critic,
+4 minibatches x 4 epochs, clipped policy and value losses, entropy bonus, advantage
+normalisation, grad-norm clip 0.5, Adam, LR annealing.
+
+Implementations:
+- ``rlperf``: ``rlperf.ppo.Trainer`` (default config, sized by ``--configs``), cumulative SPS
+  after its warm-up iterations;
+- ``rlperf-autograd``: the same with ``fast_update=False`` (autograd for the update);
+- ``cleanrl``: CleanRL ``ppo.py``'s loop, written out below as it is there (``Agent`` of two
+  ``nn.Sequential``, ``Categorical``, a Python GAE loop in torch, index-gathered minibatches,
+  ``clip_grad_norm_``, ``.item()`` per minibatch) on gymnasium's native vector CartPole;
+- ``floor``: the "eager-pieces floor": each piece timed alone in plain eager PyTorch and the
+  times added up (native vector CartPole step, actor+critic forward with sampling, and
+  update_epochs x num_minibatches full minibatch updates: forward, loss, backward, clip, Adam).
+  It has no rollout storage, no GAE and no Python glue, so it is not a trainer: it is the bar
+  an eager implementation cannot beat without doing the update with fewer or larger operations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+WARMUP_ITERS = 2
+
+
+def parse_config(text: str) -> tuple[int, int]:
+    envs, steps = text.lower().split("x")
+    return int(envs), int(steps)
+
+
+def default_total_steps(num_envs: int, num_steps: int) -> int:
+    """About 4-6 s of work per process at the target speeds, whole iterations."""
+    batch = num_envs * num_steps
+    iters = max(WARMUP_ITERS + 8, (300_000 if batch < 16_384 else 1_000_000) // batch)
+    return iters * batch
+
+
+# -- workers (each runs in its own process) ------------------------------------------------
+def worker_rlperf(num_envs: int, num_steps: int, total: int, threads: int, fast: bool) -> dict:
+    from rlperf.config import Config
+    from rlperf.ppo.trainer import Trainer
+    from rlperf.profiling import Profiler
+
+    cfg = Config()
+    cfg.env.num_envs, cfg.ppo.num_steps = num_envs, num_steps
+    cfg.run.total_steps, cfg.run.threads, cfg.run.progress = total, threads, False
+    cfg.run.warmup_iters = WARMUP_ITERS
+    cfg.policy.fast_update = fast
+    summary = Trainer(cfg, profiler=Profiler()).train()
+    return {"sps": summary["sps_cumulative"], "sections": summary["sections"]}
+
+
+def _cleanrl_agent(obs_dim: int, n_actions: int):  # noqa: ANN202 - local factory
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.distributions.categorical import Categorical
+
+    def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0):
+        torch.nn.init.orthogonal_(layer.weight, std)
+        torch.nn.init.constant_(layer.bias, bias_const)
+        return layer
+
+    class Agent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.critic = nn.Sequential(
+                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, 1), std=1.0),
+            )  # fmt: skip
+            self.actor = nn.Sequential(
+                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, 64)), nn.Tanh(),
+                layer_init(nn.Linear(64, n_actions), std=0.01),
+            )  # fmt: skip
+
+        def get_value(self, x):  # noqa: ANN001, ANN202
+            return self.critic(x)
+
+        def get_action_and_value(self, x, action=None):  # noqa: ANN001, ANN202
+            logits = self.actor(x)
+            probs = Categorical(logits=logits)
+            if action is None:
+                action = probs.sample()
+            return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+
+    return Agent()
+
+
+def _cleanrl_minibatch_update(agent, optimizer, mb, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5):  # noqa: ANN001, ANN201
+    """One CleanRL minibatch update (ppo.py, norm_adv and clip_vloss on)."""
+    import torch
+    from torch import nn
+
+    obs, actions, logprobs, advantages, returns, values = mb
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions.long())
+    logratio = newlogprob - logprobs
+    ratio = logratio.exp()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - logratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
+    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    newvalue = newvalue.view(-1)
+    v_loss_unclipped = (newvalue - returns) ** 2
+    v_clipped = values + torch.clamp(newvalue - values, -clip_coef, clip_coef)
+    v_loss_clipped = (v_clipped - returns) ** 2
+    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+    loss = pg_loss - ent_coef * entropy.mean() + v_loss * vf_coef
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+    optimizer.step()
+    return approx_kl, clipfrac
+
+
+def worker_cleanrl(num_envs: int, num_steps: int, total: int, threads: int) -> dict:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    np.random.seed(1)
+    envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
+    agent = _cleanrl_agent(4, 2)
+    lr = 2.5e-4
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
+    obs = torch.zeros((num_steps, num_envs, 4))
+    actions = torch.zeros((num_steps, num_envs))
+    logprobs = torch.zeros((num_steps, num_envs))
+    rewards = torch.zeros((num_steps, num_envs))
+    dones = torch.zeros((num_steps, num_envs))
+    values = torch.zeros((num_steps, num_envs))
+    batch_size = num_envs * num_steps
+    minibatch_size = batch_size // 4
+    iterations = total // batch_size
+    next_obs, _ = envs.reset(seed=1)
+    next_obs = torch.Tensor(next_obs)
+    next_done = torch.zeros(num_envs)
+    gamma, gae_lambda = 0.99, 0.95
+    t_start = steps_start = None
+    global_step = 0
+    for iteration in range(1, iterations + 1):
+        if iteration == WARMUP_ITERS + 1:
+            t_start, steps_start = time.perf_counter(), global_step
+        optimizer.param_groups[0]["lr"] = (1.0 - (iteration - 1.0) / iterations) * lr
+        for step in range(num_steps):
+            global_step += num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations)
+            rewards[step] = torch.tensor(reward).view(-1)
+            next_obs, next_done = torch.Tensor(next_obs), torch.Tensor(next_done)
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages = torch.zeros_like(rewards)
+            lastgaelam = 0
+            for t in reversed(range(num_steps)):
+                if t == num_steps - 1:
+                    nextnonterminal = 1.0 - next_done
+                    nextvalues = next_value
+                else:
+                    nextnonterminal = 1.0 - dones[t + 1]
+                    nextvalues = values[t + 1]
+                delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+                advantages[t] = lastgaelam = (
+                    delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+                )
+            returns = advantages + values
+        b_obs = obs.reshape((-1, 4))
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+        b_inds = np.arange(batch_size)
+        for _epoch in range(4):
+            np.random.shuffle(b_inds)
+            for start in range(0, batch_size, minibatch_size):
+                mb_inds = b_inds[start : start + minibatch_size]
+                mb = (b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds],
+                      b_advantages[mb_inds], b_returns[mb_inds], b_values[mb_inds])  # fmt: skip
+                _cleanrl_minibatch_update(agent, optimizer, mb)
+    elapsed = time.perf_counter() - t_start
+    return {"sps": (global_step - steps_start) / elapsed}
+
+
+def worker_floor(num_envs: int, num_steps: int, total: int, threads: int) -> dict:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
+    envs.reset(seed=1)
+    agent = _cleanrl_agent(4, 2)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
+    rng = np.random.default_rng(1)
+    reps = max(total // (num_envs * num_steps), 10) * num_steps
+
+    def timed(fn, n: int) -> float:  # noqa: ANN001
+        for _ in range(max(n // 10, 5)):
+            fn()
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - start) / n
+
+    actions_np = [rng.integers(0, 2, num_envs) for _ in range(64)]
+    k = [0]
+
+    def env_step() -> None:
+        k[0] = (k[0] + 1) % 64
+        envs.step(actions_np[k[0]])
+
+    obs = torch.randn(num_envs, 4)
+
+    def forward() -> None:
+        with torch.no_grad():
+            agent.get_action_and_value(obs)
+
+    mbs = (num_envs * num_steps) // 4
+    mb = (torch.randn(mbs, 4), torch.randint(0, 2, (mbs,)).float(), torch.randn(mbs) * 0.1 - 0.7,
+          torch.randn(mbs), torch.randn(mbs), torch.randn(mbs))  # fmt: skip
+
+    def update() -> None:
+        _cleanrl_minibatch_update(agent, optimizer, mb)
+
+    env_s = timed(env_step, reps)
+    fwd_s = timed(forward, reps)
+    upd_s = timed(update, max(reps // num_steps * 4, 20))
+    iteration_s = num_steps * (env_s + fwd_s) + 16 * upd_s
+    return {
+        "sps": num_envs * num_steps / iteration_s,
+        "env_step_ms": env_s * 1e3,
+        "forward_ms": fwd_s * 1e3,
+        "update_ms": upd_s * 1e3,
+    }
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    num_envs, num_steps = parse_config(args.config)
+    impl, total, threads = args.worker, args.total_steps, args.threads
+    if impl in ("rlperf", "rlperf-base", "rlperf-autograd"):
+        result = worker_rlperf(num_envs, num_steps, total, threads, impl != "rlperf-autograd")
+    elif impl == "cleanrl":
+        result = worker_cleanrl(num_envs, num_steps, total, threads)
+    elif impl == "floor":
+        result = worker_floor(num_envs, num_steps, total, threads)
+    else:
+        raise SystemExit(f"sps.py: error: unknown implementation {impl!r}")
+    print(json.dumps(result))
+
+
+# -- driver ----------------------------------------------------------------------------------
+def measure(impl: str, config: str, total: int, threads: int, base_src: str | None) -> dict:
+    env = dict(os.environ)
+    if impl == "rlperf-base":
+        env["PYTHONPATH"] = base_src + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, __file__, "--worker", impl, "--config", config,
+           "--total-steps", str(total), "--threads", str(threads)]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"sps.py: error: {impl} {config} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--configs", default="64x32,1024x32", help="ENVSxSTEPS,... (%(default)s)")
+    ap.add_argument("--impls", default="rlperf,cleanrl,floor", help="default: %(default)s")
+    ap.add_argument("--rounds", type=int, default=5, help="processes per implementation")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    ap.add_argument("--total-steps", type=int, default=0, help="per process (0: auto)")
+    ap.add_argument("--base-src", help="a src/ tree of an older rlperf, run as rlperf-base")
+    ap.add_argument("--json", help="write all samples to this file")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--config", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        run_worker(args)
+        return
+    impls = args.impls.split(",")
+    if args.base_src:
+        impls.insert(1, "rlperf-base")
+    results: dict[str, dict[str, list[dict]]] = {}
+    for config in args.configs.split(","):
+        num_envs, num_steps = parse_config(config)
+        total = args.total_steps or default_total_steps(num_envs, num_steps)
+        results[config] = {impl: [] for impl in impls}
+        for r in range(args.rounds):
+            for impl in impls:
+                sample = measure(impl, config, total, args.threads, args.base_src)
+                results[config][impl].append(sample)
+                print(f"  round {r + 1}/{args.rounds} {config:>8} {impl:<16} "
+                      f"{sample['sps']:>10,.0f} SPS", file=sys.stderr, flush=True)  # fmt: skip
+    print(f"\nSPS, {args.threads} torch threads, median [min - max] of {args.rounds} processes "
+          f"each, interleaved\n")  # fmt: skip
+    print(f"{'config':>8} {'implementation':<16} {'median SPS':>11} {'range':>23} "
+          f"{'vs cleanrl':>10}")  # fmt: skip
+    for config, by_impl in results.items():
+        cleanrl = by_impl.get("cleanrl")
+        ref = statistics.median(s["sps"] for s in cleanrl) if cleanrl else None
+        for impl, samples in by_impl.items():
+            sps = [s["sps"] for s in samples]
+            med = statistics.median(sps)
+            ratio = f"{med / ref:>9.2f}x" if ref else ""
+            print(f"{config:>8} {impl:<16} {med:>11,.0f} {min(sps):>11,.0f} - {max(sps):>9,.0f} "
+                  f"{ratio}")  # fmt: skip
+        floor = by_impl.get("floor")
+        if floor:
+            keys = ("env_step_ms", "forward_ms", "update_ms")
+            pieces = {k: statistics.median(s[k] for s in floor) for k in keys}
+            print(f"{'':>8} floor pieces (median ms): env step {pieces['env_step_ms']:.3f}, "
+                  f"forward+sample {pieces['forward_ms']:.3f}, "
+                  f"one minibatch update {pieces['update_ms']:.3f}")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            record = {"threads": args.threads, "rounds": args.rounds, "results": results}
+            json.dump(record, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
