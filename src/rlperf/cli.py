@@ -156,6 +156,7 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from rlperf.ppo.checkpoint import CHECKPOINT_NAME
     from rlperf.ppo.trainer import NonFiniteLossError
 
     trainer, resumed = build_trainer(args)
@@ -163,7 +164,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         summary = trainer.train(run_dir, resumed=resumed)
     except NonFiniteLossError as e:
-        kept = f"; last good checkpoint kept in {run_dir}" if run_dir else ""
+        has_checkpoint = run_dir and (Path(run_dir) / CHECKPOINT_NAME).is_file()
+        kept = f"; last good checkpoint kept in {run_dir}" if has_checkpoint else ""
         print(f"rlperf: error: {e}{kept}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ preset's config (see ``PRESETS`` at the bottom).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +112,11 @@ class Config:
     # -- validation ----------------------------------------------------------------------
     def validate(self) -> Config:
         """Raise :class:`ConfigError` (one line) for any setting that cannot run."""
+        for section in (self.env, self.policy, self.ppo, self.run):
+            for f in dataclasses.fields(section):
+                value = getattr(section, f.name)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ConfigError(f"{f.name} must be a finite number, got {value}")
         positive = {
             "num_envs": self.env.num_envs,
             "num_steps": self.ppo.num_steps,
@@ -118,6 +124,7 @@ class Config:
             "update_epochs": self.ppo.update_epochs,
             "total_steps": self.run.total_steps,
             "learning_rate": self.ppo.learning_rate,
+            "adam_eps": self.ppo.adam_eps,
             "sps_window_s": self.run.sps_window_s,
         }
         for name, value in positive.items():

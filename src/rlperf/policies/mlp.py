@@ -255,6 +255,8 @@ class MLPActorCritic(nn.Module):
         # Zero-initialised once per batch size: the critic's unused output columns must get a
         # zero gradient, and only the used entries are overwritten on each call.
         buf = getattr(self, "_grad_out", None)
-        if buf is None or buf.shape[1] != n or buf.device != like.device:
-            buf = self._grad_out = torch.zeros(2, n, self.action_dim, device=like.device)
+        if buf is None or buf.shape[1] != n or buf.device != like.device or buf.dtype != like.dtype:
+            buf = self._grad_out = torch.zeros(
+                2, n, self.action_dim, device=like.device, dtype=like.dtype
+            )
         return buf
