@@ -173,7 +173,7 @@ def render_reports(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: st
     lines = [
         f"baseline:  {a_name} ({a['run'].get('env')}, {a['totals']['steps']:,} steps)",
         f"candidate: {b_name} ({b['run'].get('env')}, {b['totals']['steps']:,} steps)",
-        "SPS in steps/s; sections in ms per 1,000 env steps; speedup +: candidate faster",
+        "units: SPS in steps/s, sections in ms per 1,000 env steps; speedup +: candidate faster",
         "-" * 68,
         f"{'component':<34}{'baseline':>12}{'candidate':>12}{'speedup':>10}",
         "-" * 68,

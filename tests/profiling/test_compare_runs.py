@@ -1,0 +1,120 @@
+"""rlperf compare: the noise-aware verdict, the two-report table, and a real A/B run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlperf.cli import main
+from rlperf.config import ConfigError
+from rlperf.profiling.compare import (
+    SPS,
+    Comparison,
+    compare_runs,
+    parse_overrides,
+    render_runs,
+    to_flags,
+)
+
+
+def test_one_percent_inside_five_percent_noise_reads_no_difference():
+    # The guide's case: +1.2% overall while other rows moved by +-5% from noise.
+    a = [100.0, 95.0, 105.0, 100.0, 98.0]
+    b = [101.2, 96.5, 106.0, 100.9, 99.3]  # every pair +~1%: consistent but inside the noise
+    c = Comparison(SPS, a, b)
+    assert c.median_change == pytest.approx(0.012, abs=0.005)
+    assert c.noise == pytest.approx(0.05)
+    assert c.verdict == "no difference"
+
+
+def test_a_consistent_change_above_the_noise_is_called():
+    a = [100.0, 101.0, 99.0, 100.5, 100.0]
+    faster = Comparison(SPS, a, [x * 1.10 for x in a])
+    assert faster.verdict == "B faster" and faster.median_change == pytest.approx(0.10)
+    slower = Comparison("rollout", a, [x * 1.10 for x in a])  # more time per step: slower
+    assert slower.verdict == "B slower"
+
+
+def test_mixed_signs_are_no_difference_even_when_the_median_is_large():
+    c = Comparison(SPS, [100, 100, 100, 100, 100], [130, 130, 130, 99, 130])
+    assert c.verdict == "no difference"
+
+
+def test_too_few_repeats_give_no_verdict():
+    assert Comparison(SPS, [100, 100], [150, 150]).verdict.startswith("n/a")
+
+
+def test_runs_table_shows_median_and_range(report_factory):
+    a = [
+        report_factory([("rollout", s, 10)], sps=v) for s, v in ((5.0, 100), (6.0, 90), (4.0, 110))
+    ]
+    b = [report_factory([("rollout", s, 10)], sps=v) for s, v in ((5.0, 101), (5.5, 95), (4.5, 99))]
+    comparisons = compare_runs(a, b)
+    assert [c.name for c in comparisons] == [SPS, "rollout"]
+    text = render_runs(comparisons, "x=1", "x=2")
+    sps_line = next(line for line in text.splitlines() if line.startswith("SPS"))
+    assert "100 [90-110]" in sps_line and "no difference" in sps_line
+    rollout_line = next(line for line in text.splitlines() if line.startswith("rollout"))
+    assert "50.00 [40.00-60.00]" in rollout_line  # ms per 1,000 of 100,000 steps
+
+
+def test_overrides_parse_to_typed_values_and_back_to_flags():
+    parsed = parse_overrides("num_envs=128 hidden-sizes=32,32 fast_update=false", "a")
+    assert parsed == {"num_envs": 128, "hidden_sizes": (32, 32), "fast_update": False}
+    assert to_flags(parsed) == ["--num-envs", "128", "--hidden-sizes", "32", "32",
+                                "--no-fast-update"]  # fmt: skip
+    bad_inputs = {"nope=1": "unknown setting", "num_envs": "expected key=value",
+                  "num_envs=many": "bad value", "norm_adv=maybe": "bad value"}  # fmt: skip
+    for bad, message in bad_inputs.items():
+        with pytest.raises(ConfigError, match=message):
+            parse_overrides(bad, "b")
+
+
+def test_two_report_files_give_a_speedup_table(report_factory, tmp_path, capsys):
+    a = report_factory([("rollout", 5.0, 10), ("rollout/env_step", 2.0, 100)], sps=1000.0)
+    b = report_factory([("rollout", 4.0, 10), ("rollout/env_step", 1.0, 100)], sps=1250.0)
+    paths = []
+    for name, r in (("a.json", a), ("b.json", b)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(r))
+    assert main(["compare", *map(str, paths)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    sps = next(line for line in lines if line.startswith("SPS"))
+    assert sps.split()[1:] == ["1,000", "1,250", "+25.0%"]
+    env = next(line for line in lines if line.strip().startswith("env_step"))
+    assert env.split()[-1] == "+100.0%"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "only_one.json"], "needs two reports"),
+        (["compare", "--a", "num_envs=8"], "must both be given"),
+        (["compare", "--a", "nope=1", "--b", ""], "unknown setting"),
+        (["compare", "--a", "num_envs=7", "--b", "", "--num-steps", "15"], "--a: batch size"),
+        (["compare", "--a", "", "--b", "", "--repeats", "0"], "--repeats must be at least 1"),
+    ],
+)
+def test_bad_compare_input_is_one_line_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_compare_runs_both_configurations_in_fresh_processes(tmp_path, capsys):
+    code = main(["compare", "--env", "cartpole", "--num-envs", "8", "--num-steps", "16",
+                 "--total-steps", "512", "--threads", "1", "--a", "", "--b",
+                 "hidden_sizes=16,16", "--repeats", "1", "--out", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "run 1/1 A:" in captured.err and "run 1/1 B:" in captured.err
+    assert any(line.startswith("SPS") for line in captured.out.splitlines())
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    assert "--hidden-sizes" in saved["b_flags"] and "--hidden-sizes" not in saved["a_flags"]
+    figures = {f["name"]: f for f in saved["figures"]}
+    assert len(figures[SPS]["a"]) == 1 and "rollout/env_step" in figures
+    b_report = json.loads((tmp_path / "b_1" / "report.json").read_text())
+    assert b_report["run"]["config"]["policy"]["hidden_sizes"] == [16, 16]
