@@ -152,12 +152,6 @@ def test_perturbed_batch_exercises_every_branch() -> None:
     assert 0.1 < v_clipped_wins.double().mean() < 0.9
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: ppo/loss.py discrete_ppo_loss_and_head_grads gives grad_value 0 wherever the "
-    "clipped value term is the max, but inside the clip range that term's gradient is "
-    "(v_clipped - ret), not 0 (~0.14% of samples whose value moved less than clip_coef)",
-)
 def test_value_gradient_when_the_unclamped_clipped_term_wins_by_rounding() -> None:
     """Inside the clip range ``oldv + (v - oldv)`` can round one ulp above ``v``; autograd then
     takes the clipped term, whose gradient is not zero there (clamp passes it through)."""
@@ -179,11 +173,6 @@ def test_value_gradient_when_the_unclamped_clipped_term_wins_by_rounding() -> No
     torch.testing.assert_close(grad_value, v.grad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: policies/mlp.py _grad_out_buffer allocates torch.zeros(...) in the default "
-    "dtype, so backward() on a float64 module fails (bmm of double and float)",
-)
 def test_analytic_path_follows_the_module_dtype() -> None:
     """``.double()`` is an ordinary nn.Module move; the analytic path must then run in float64
     and agree with autograd to float64 precision."""

@@ -27,9 +27,11 @@ import pytest
 import torch
 
 from rlperf.ppo.loss import (
+    LOGGED_STATS,
     STAT_NAMES,
     LossCoefs,
     discrete_ppo_loss_and_head_grads,
+    finalize_stats,
     normalize_advantages,
     ppo_loss,
 )
@@ -66,8 +68,11 @@ def log(values: list[float]) -> torch.Tensor:
     return torch.tensor([math.log(v) for v in values], dtype=torch.float64)
 
 
-def assert_stats(stats: torch.Tensor, expected: dict[str, float]) -> None:
-    got = dict(zip(STAT_NAMES, stats.tolist(), strict=True))
+def assert_stats(stats: torch.Tensor, coefs: LossCoefs, expected: dict[str, float]) -> None:
+    """Compare the figures the trainer logs from a stats vector with hand-computed ones."""
+    assert stats.shape == (len(STAT_NAMES),)
+    got = finalize_stats(stats.tolist(), coefs)
+    assert tuple(got) == LOGGED_STATS
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
 
@@ -84,6 +89,7 @@ def test_reference_loss_and_gradients_by_hand(clip_vloss: bool) -> None:
     assert loss.item() == pytest.approx(expected_loss, rel=1e-12)
     assert_stats(
         stats,
+        coefs,
         {
             "loss": expected_loss,
             "pg_loss": PG_LOSS,
@@ -121,6 +127,7 @@ def test_analytic_loss_and_head_gradients_by_hand(clip_vloss: bool) -> None:
     expected_loss = PG_LOSS - 0.01 * mean_entropy + 0.5 * V_LOSS[clip_vloss]
     assert_stats(
         stats,
+        coefs,
         {
             "loss": expected_loss,
             "pg_loss": PG_LOSS,
@@ -150,7 +157,7 @@ def test_zero_coefficients_leave_only_the_policy_term() -> None:
         log(NEW_P), t(ENTROPY), t(NEW_V), log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
     )
     assert loss.item() == pytest.approx(PG_LOSS, rel=1e-12)
-    assert stats[STAT_NAMES.index("v_loss")].item() == pytest.approx(0.275, rel=1e-12)
+    assert_stats(stats, coefs, {"loss": PG_LOSS, "v_loss": 0.275, "pg_loss": PG_LOSS})
 
 
 def test_wide_clip_makes_every_sample_unclipped() -> None:
@@ -159,7 +166,7 @@ def test_wide_clip_makes_every_sample_unclipped() -> None:
         log(NEW_P), t(ENTROPY), t(NEW_V), log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
     )
     expected_pg = sum(-a * r for a, r in zip(ADV, RATIOS, strict=True)) / B
-    assert_stats(stats, {"pg_loss": expected_pg, "v_loss": 0.18875, "clipfrac": 0.0})
+    assert_stats(stats, coefs, {"pg_loss": expected_pg, "v_loss": 0.18875, "clipfrac": 0.0})
 
 
 def test_normalize_advantages_uses_the_unbiased_std() -> None:
@@ -169,6 +176,6 @@ def test_normalize_advantages_uses_the_unbiased_std() -> None:
     torch.testing.assert_close(normalize_advantages(adv), torch.tensor(expected, dtype=adv.dtype))
 
 
-def test_stat_names_order() -> None:
-    assert STAT_NAMES == ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
-    assert COEFS == LossCoefs()
+def test_logged_names_and_default_coefficients() -> None:
+    assert set(LOGGED_STATS) == {"loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"}
+    assert COEFS == LossCoefs(), "defaults are CleanRL's"

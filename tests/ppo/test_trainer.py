@@ -148,25 +148,10 @@ def test_cumulative_sps_after_resume_counts_only_measured_steps(tmp_path: Path) 
     assert summary["sps_cumulative"] == pytest.approx(expected, rel=1e-9)
 
 
-def nan_rewards_from_call(monkeypatch: pytest.MonkeyPatch, first_bad_call: int) -> None:
-    """CartPole returns NaN rewards from its ``first_bad_call``-th step on."""
-    original = CartPoleVec.step
-    calls = {"n": 0}
-
-    def step(self, actions):
-        obs, rewards, terms, truncs, infos = original(self, actions)
-        calls["n"] += 1
-        if calls["n"] >= first_bad_call:
-            rewards = np.full_like(rewards, np.nan)
-        return obs, rewards, terms, truncs, infos
-
-    monkeypatch.setattr(CartPoleVec, "step", step)
-
-
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, nan_rewards_from
 ) -> None:
-    nan_rewards_from_call(monkeypatch, 2 * NUM_STEPS + 1)  # first step of iteration 3
+    nan_rewards_from(2 * NUM_STEPS + 1)  # first step of iteration 3
     with pytest.raises(NonFiniteLossError, match="iteration 3"):
         train(small_config(6, run__checkpoint_every=1), tmp_path)
     checkpoint = load_weights_only(tmp_path / "checkpoint.pt")
@@ -178,16 +163,16 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(
 
 
 def test_non_finite_loss_from_the_cli_names_the_iteration(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, nan_rewards_from, capsys: pytest.CaptureFixture
 ) -> None:
-    nan_rewards_from_call(monkeypatch, 2 * NUM_STEPS + 1)
+    nan_rewards_from(2 * NUM_STEPS + 1)
     argv = ["train", "--num-envs", str(NUM_ENVS), "--num-steps", str(NUM_STEPS)]
     argv += ["--total-steps", str(6 * BATCH), "--threads", "1", "--no-progress"]
     argv += ["--checkpoint-every", "1", "--run-dir", str(tmp_path)]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rlperf: error:")
-    assert "iteration 3" in err[0]
+    assert "iteration 3" in err[0] and f"last good checkpoint kept in {tmp_path}" in err[0]
     assert load_weights_only(tmp_path / "checkpoint.pt")["iteration"] == 2
 
 

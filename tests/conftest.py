@@ -1,0 +1,31 @@
+"""Fixtures shared by the core tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from rlperf.envs import CartPoleVec
+
+
+@pytest.fixture
+def nan_rewards_from(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``nan_rewards_from(k)``: CartPole returns NaN rewards from its k-th step (1-based) on,
+    so the loss turns non-finite in the iteration that contains that step."""
+
+    def install(first_bad_call: int) -> None:
+        original = CartPoleVec.step
+        calls = {"n": 0}
+
+        def step(self, actions):
+            obs, rewards, terms, truncs, infos = original(self, actions)
+            calls["n"] += 1
+            if calls["n"] >= first_bad_call:
+                rewards = np.full_like(rewards, np.nan)
+            return obs, rewards, terms, truncs, infos
+
+        monkeypatch.setattr(CartPoleVec, "step", step)
+
+    return install
