@@ -6,8 +6,8 @@ must still run on old commits), and one definition for every commit keeps the hi
 comparable. The components themselves come from the commit asv installed.
 
 asv treats smaller as better, so everything here is time for a fixed amount of work:
-``time_case`` one call of a case, ``TimeTrain.time_train`` a fixed number of env steps of the
-real trainer (seconds per 4,096 steps; SPS = 4096 / time), ``peakmem_train`` its peak memory.
+``time_case`` one call of a case; for ``TimeTrain`` that is a fixed number of env steps of the
+real trainer (seconds per 4,096 steps; SPS = 4096 / time), and ``peakmem_case`` its peak memory.
 """
 
 from __future__ import annotations
@@ -66,22 +66,15 @@ for _component in registry.COMPONENTS:
         globals()[f"Time_{_component}"] = _component_class(_component)
 
 
-class TimeTrain:
-    """End-to-end: the real trainer for a fixed number of env steps."""
+class TimeTrain(_CaseBenchmark):
+    """End-to-end: the real trainer for a fixed number of env steps (``time_case``), and the
+    process's peak memory over it (``peakmem_case``)."""
 
+    component = E2E
     params = [[c.name for c in registry.all_cases() if c.component == E2E]]
-    param_names = ["case"]
     timeout = 300
-    rounds = 4
     repeat = (5, 20, 20.0)
     warmup_time = 1.0
 
-    def setup(self, name: str) -> None:
-        (case,) = registry.select([name])
-        self.ready = case.setup()
-
-    def time_train(self, name: str) -> None:
-        self.ready.run()
-
-    def peakmem_train(self, name: str) -> None:
+    def peakmem_case(self, name: str) -> None:
         self.ready.run()
