@@ -29,6 +29,7 @@ from rlperf.bench.registry import UnknownCaseError, select
 from rlperf.bench.worktree import GitError, checked_out, repo_root, resolve_commit
 
 DEFAULT_CASES = "e2e_train"
+EXIT_INTERRUPTED = 130  # as rlperf train
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -127,6 +128,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
             results, sides = measure(args.base, args.head, names, settings)
     except (GateError, GitError, UnknownCaseError) as e:
         return error(str(e))
+    except KeyboardInterrupt:
+        print("rlperf: gate interrupted; nothing decided", file=sys.stderr)
+        return EXIT_INTERRUPTED
     code = exit_code(results, settings.metric)
     print(report(results, settings))
     print(verdict_line(results, settings, code))
