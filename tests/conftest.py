@@ -29,3 +29,15 @@ def nan_rewards_from(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
         monkeypatch.setattr(CartPoleVec, "step", step)
 
     return install
+
+
+@pytest.fixture
+def isolated_env_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Environments a test registers disappear after it (other tests iterate ``registered()``).
+
+    The registry has no public ``unregister``; swapping in a copy of its dict for the test is the
+    least intrusive way to undo ``register``.
+    """
+    from rlperf.envs import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))

@@ -43,6 +43,7 @@ def test_non_positive_num_envs_is_rejected() -> None:
             make_vec("cartpole", num_envs)
 
 
+@pytest.mark.usefixtures("isolated_env_registry")
 def test_register_adds_a_name_and_reserves_the_gym_prefix() -> None:
     calls = []
 

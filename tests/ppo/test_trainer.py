@@ -213,6 +213,7 @@ def test_callbacks_see_every_iteration_row() -> None:
     assert seen == [(True, 1), (True, 2), (True, 3)]
 
 
+@pytest.mark.usefixtures("isolated_env_registry")
 def test_rollout_advantages_bootstrap_truncated_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
     """collect() + compute_advantages() on a CartPole truncated every 5 steps equal the reference
     GAE loop fed with what the env returned and V(final observation) at each truncation."""
