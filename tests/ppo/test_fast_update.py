@@ -98,24 +98,33 @@ CASES = [
 ]
 
 
+TOLERANCES = {
+    # float32, as the trainer runs: summation order and the fast path's tanh-through-sigmoid
+    # (~1e-7 absolute per activation).
+    torch.float32: {"rtol": 1e-4, "atol": 1e-6},
+    # float64: the same math must agree to near machine precision.
+    torch.float64: {"rtol": 1e-9, "atol": 1e-12},
+}
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=["f32", "f64"])
 @pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"obs{c[0]}-A{c[1]}-h{c[2]}-B{c[3]}")
-def test_analytic_gradients_match_autograd(case, clip_vloss: bool) -> None:
-    """float32, as the trainer runs it; tolerances cover summation order and the fast path's
-    tanh-through-sigmoid (~1e-7 absolute per activation)."""
+def test_analytic_gradients_match_autograd(case, clip_vloss: bool, dtype: torch.dtype) -> None:
     torch.set_num_threads(1)
     obs_dim, action_dim, hidden, batch_size = case
-    tol = {"rtol": 1e-4, "atol": 1e-6}
+    tol = TOLERANCES[dtype]
     coefs = LossCoefs(CLIP, clip_vloss, ent_coef=0.01, vf_coef=0.5)
     for seed in range(3):
         torch.manual_seed(seed)
-        policy = MLPActorCritic(obs_dim, action_dim, hidden)
+        policy = MLPActorCritic(obs_dim, action_dim, hidden).to(dtype)
         # Sharper actor than the 0.01-gain init so the entropy gradient is not negligible.
         policy.named_layers()[f"actor.{2 * len(hidden)}.weight"].mul_(100.0)
         b = make_batch(policy, batch_size, seed)
         ref_stats, ref_grad = autograd_update(policy, b, coefs)
         fast_stats, fast_grad = analytic_update(policy, b, coefs)
         assert torch.isfinite(fast_grad).all(), f"seed {seed}: backward left entries unwritten"
+        assert fast_stats.dtype == fast_grad.dtype == dtype, "the module's dtype throughout"
         torch.testing.assert_close(
             fast_stats,
             ref_stats,
@@ -171,19 +180,3 @@ def test_value_gradient_when_the_unclamped_clipped_term_wins_by_rounding() -> No
     loss, _ = ppo_loss(logprob, zero, v, logprob, zero, returns, oldvalues, coefs)
     loss.backward()
     torch.testing.assert_close(grad_value, v.grad)
-
-
-def test_analytic_path_follows_the_module_dtype() -> None:
-    """``.double()`` is an ordinary nn.Module move; the analytic path must then run in float64
-    and agree with autograd to float64 precision."""
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    policy = MLPActorCritic(4, 3, (16, 16)).double()
-    policy.named_layers()["actor.4.weight"].mul_(100.0)
-    b = make_batch(policy, 32, 0)
-    coefs = LossCoefs(CLIP, clip_vloss=False)
-    ref_stats, ref_grad = autograd_update(policy, b, coefs)
-    fast_stats, fast_grad = analytic_update(policy, b, coefs)
-    assert fast_grad.dtype == torch.float64
-    torch.testing.assert_close(fast_stats, ref_stats, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(fast_grad, ref_grad, rtol=1e-10, atol=1e-12)
