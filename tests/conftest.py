@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -32,12 +32,11 @@ def nan_rewards_from(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
 
 
 @pytest.fixture
-def isolated_env_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Environments a test registers disappear after it (other tests iterate ``registered()``).
+def isolated_env_registry() -> Iterator[None]:
+    """Environments a test registers disappear after it (other tests iterate ``registered()``)."""
+    from rlperf.envs import registered, unregister
 
-    The registry has no public ``unregister``; swapping in a copy of its dict for the test is the
-    least intrusive way to undo ``register``.
-    """
-    from rlperf.envs import registry
-
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    before = set(registered())
+    yield
+    for name in set(registered()) - before:
+        unregister(name)

@@ -8,6 +8,7 @@ from rlperf.envs.registry import (
     make_vec,
     register,
     registered,
+    unregister,
 )
 
 register("cartpole", CartPoleVec)
@@ -20,4 +21,5 @@ __all__ = [
     "make_vec",
     "register",
     "registered",
+    "unregister",
 ]

@@ -33,6 +33,11 @@ def register(name: str, factory: EnvFactory) -> None:
     _REGISTRY[name] = factory
 
 
+def unregister(name: str) -> None:
+    """Remove ``name`` from the registry (KeyError if it is not registered)."""
+    del _REGISTRY[name]
+
+
 def registered() -> list[str]:
     """Names of the registered environments (gymnasium ids are reachable as ``gym:<id>``)."""
     return sorted(_REGISTRY)
