@@ -12,8 +12,13 @@ from typing import TextIO
 
 
 class ProgressBar:
-    def __init__(self, total: int, enabled: bool = True, stream: TextIO | None = None,
-                 interval_s: float = 0.25) -> None:
+    def __init__(
+        self,
+        total: int,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        interval_s: float = 0.25,
+    ) -> None:
         self.total = max(total, 1)
         self.enabled = enabled
         self.stream = stream or sys.stderr
