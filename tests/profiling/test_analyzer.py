@@ -118,3 +118,15 @@ def test_analyze_command_writes_text_detailed_and_chart(report_factory, tmp_path
     assert {r["name"] for r in detailed["ranking"]} == {"rollout", "rollout/env_step", "update",
                                                         "untimed"}  # fmt: skip
     assert out["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_unstable_flags_a_mean_far_above_the_fastest_call(report_factory):
+    # conftest sections have min = mean / 2; make one whose fastest call is 10x below its mean.
+    report = report_factory([("update", 1.0, 100), ("update/loss", 0.5, 100)])
+    report["sections"][1]["min_ms"] = report["sections"][1]["mean_ms"] / 10
+    scored = {s.name: s for s in score_sections(report["sections"])}
+    assert scored["update/loss"].flags == ["UNSTABLE"] and scored["update"].flags == []
+    (rec,) = [r for r in analyze(report)["recommendations"] if r["flag"] == "UNSTABLE"]
+    assert rec["section"] == "update/loss" and "--threads 1" in rec["advice"]
+    report["sections"][1]["calls"] = 19  # too few calls to judge
+    assert score_sections(report["sections"])[1].flags == []

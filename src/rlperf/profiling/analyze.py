@@ -11,7 +11,9 @@ GPU memory on a CPU run, is 0 for everyone):
 component therefore scores that component's full weight.
 
 **Flags** (absolute thresholds, independent of the score): CRITICAL over 30% of wall time, SLOW
-over 100 ms per call, MEMORY over 100 MB CPU peak, GPU MEMORY over 100 MB GPU peak.
+over 100 ms per call, MEMORY over 100 MB CPU peak, GPU MEMORY over 100 MB GPU peak; and UNSTABLE
+when a section called at least 20 times averages over 5x its fastest call (its times then
+measure a busy machine more than the code).
 
 **Advice** is keyed on the section's phase (device-to-host copies, policy forward, env step, the
 update and its parts, logging / checkpointing / evaluation, GAE, buffer store, untimed glue) and
@@ -28,6 +30,11 @@ CRITICAL_PCT = 30.0
 SLOW_MS = 100.0
 MEMORY_MB = 100.0
 GPU_MEMORY_MB = 100.0
+# UNSTABLE (beyond the four flags above): a section called often whose mean is many times its
+# fastest call is being slowed by something outside it, usually a busy machine or more torch
+# threads than free cores (spinning intra-op threads); its times then measure the machine.
+UNSTABLE_MEAN_OVER_MIN = 5.0
+UNSTABLE_MIN_CALLS = 20
 TOP_N = 10
 
 
@@ -38,6 +45,7 @@ class Scored:
     name: str
     pct: float
     mean_ms: float
+    min_ms: float
     calls: int
     total_s: float
     cpu_peak_mb: float | None
@@ -73,11 +81,18 @@ def score_sections(sections: list[dict[str, Any]]) -> list[Scored]:
             flags.append("MEMORY")
         if (e["gpu_peak_mb"] or 0.0) > GPU_MEMORY_MB:
             flags.append("GPU MEMORY")
+        if (
+            e["calls"] >= UNSTABLE_MIN_CALLS
+            and e["min_ms"] > 0
+            and e["mean_ms"] > UNSTABLE_MEAN_OVER_MIN * e["min_ms"]
+        ):
+            flags.append("UNSTABLE")
         scored.append(
             Scored(
                 name=e["name"],
                 pct=e["pct"],
                 mean_ms=e["mean_ms"],
+                min_ms=e["min_ms"],
                 calls=e["calls"],
                 total_s=e["total_s"],
                 cpu_peak_mb=e["cpu_peak_mb"],
@@ -168,6 +183,19 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
     return f"{head}: a user section; time its parts with nested `rlperf.profile(...)` blocks."
 
 
+def unstable_advice(entry: Scored, report: dict[str, Any]) -> str:
+    """Advice for a section whose mean call is many times its fastest (UNSTABLE)."""
+    threads = report.get("run", {}).get("threads")
+    cpus = report.get("run", {}).get("cpu_count")
+    return (
+        f"{entry.name} averages {entry.mean_ms:.3f} ms per call but its fastest took "
+        f"{entry.min_ms:.3f} ms: something "
+        f"outside it is slowing it (a busy machine, or {threads} torch threads on {cpus} CPUs "
+        "competing with other work). Retry on a quiet machine or with --threads 1 before "
+        "optimising it."
+    )
+
+
 # -- the analysis --------------------------------------------------------------------------
 def analyze(report: dict[str, Any]) -> dict[str, Any]:
     """Everything the analyzer computes from a report, as one JSON-ready dict."""
@@ -192,7 +220,11 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
     scored = score_sections(sections)
     by_name = {s.name: s for s in scored}
     recommendations = [
-        {"flag": flag, "section": s.name, "advice": advice(s, report)}
+        {
+            "flag": flag,
+            "section": s.name,
+            "advice": unstable_advice(s, report) if flag == "UNSTABLE" else advice(s, report),
+        }
         for s in scored
         for flag in s.flags
     ]
