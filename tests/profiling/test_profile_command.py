@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlperf.cli import EXIT_INTERRUPTED, main
-from rlperf.envs import register
+from rlperf.envs import register, unregister
 from rlperf.envs.cartpole import CartPoleVec
 from rlperf.profiling.report import load_report
 
@@ -30,7 +30,11 @@ class InterruptingCartPole(CartPoleVec):
         return super().step(actions)
 
 
-register("test_interrupting_cartpole", lambda n, **kw: InterruptingCartPole(n, **kw))
+@pytest.fixture
+def interrupting_env():
+    register("test_interrupting_cartpole", lambda n, **kw: InterruptingCartPole(n, **kw))
+    yield "test_interrupting_cartpole"
+    unregister("test_interrupting_cartpole")
 
 
 def test_profile_prints_the_breakdown_and_writes_a_valid_report(tmp_path, capsys):
@@ -96,9 +100,9 @@ def test_cprofile_writes_pstats_and_prints_the_top_functions(tmp_path, capsys):
     assert (tmp_path / "run.pstats.txt").read_text().strip() in out
 
 
-def test_ctrl_c_still_writes_the_report_and_the_partial_trace(tmp_path, capsys):
+def test_ctrl_c_still_writes_the_report_and_the_partial_trace(tmp_path, capsys, interrupting_env):
     trace_dir = tmp_path / "traces"
-    code = main(["profile", *TINY, "--env", "test_interrupting_cartpole", "--out",
+    code = main(["profile", *TINY, "--env", interrupting_env, "--out",
                  str(tmp_path), "--torch-profiler", "--torch-profiler-dir", str(trace_dir),
                  "--wait", "0", "--warmup", "1", "--active", "3"])  # fmt: skip
     # 16 steps per rollout: step 40 is in iteration 3, inside the active window.
