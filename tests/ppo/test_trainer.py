@@ -253,3 +253,17 @@ def test_rollout_advantages_bootstrap_truncated_episodes(monkeypatch: pytest.Mon
         trainer.cfg.ppo.gae_lambda,
     )
     torch.testing.assert_close(buf.advantages, torch.tensor(expected))
+
+
+def test_minibatch_size_equal_to_num_envs_trains() -> None:
+    """act() (inference mode) and the update then share one workspace batch size; its buffers
+    must stay writable outside inference mode."""
+    from rlperf.config import Config
+    from rlperf.ppo.trainer import Trainer
+    from rlperf.profiling import Profiler
+
+    cfg = Config()
+    cfg.env.num_envs, cfg.ppo.num_steps, cfg.ppo.num_minibatches = 16, 4, 4
+    cfg.run.total_steps, cfg.run.threads, cfg.run.progress = 16 * 4 * 2, 1, False
+    summary = Trainer(cfg, profiler=Profiler()).train()
+    assert summary["iterations"] == 2

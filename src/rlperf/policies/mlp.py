@@ -170,7 +170,11 @@ class MLPActorCritic(nn.Module):
                 self._workspaces.clear()
 
             def new(*shape: int) -> torch.Tensor:
-                return torch.zeros(*shape, dtype=flat.dtype, device=flat.device)
+                # Normal tensors even when first needed inside inference_mode (act() during a
+                # rollout): the same batch size may later train, and inference tensors cannot
+                # be written in place outside inference mode.
+                with torch.inference_mode(False):
+                    return torch.zeros(*shape, dtype=flat.dtype, device=flat.device)
 
             widths = self.hidden_sizes
             ws = self._workspaces[key] = Workspace(
