@@ -267,3 +267,26 @@ def test_minibatch_size_equal_to_num_envs_trains() -> None:
     cfg.run.total_steps, cfg.run.threads, cfg.run.progress = 16 * 4 * 2, 1, False
     summary = Trainer(cfg, profiler=Profiler()).train()
     assert summary["iterations"] == 2
+
+
+def test_summary_sections_cover_this_run_only_with_a_shared_profiler() -> None:
+    from rlperf.config import Config
+    from rlperf.ppo.trainer import Trainer
+    from rlperf.profiling import Profiler
+
+    shared = Profiler()
+    with shared.section("earlier_work"):
+        pass
+
+    def run() -> dict:
+        cfg = Config()
+        cfg.env.num_envs, cfg.ppo.num_steps = 8, 16
+        cfg.run.total_steps, cfg.run.threads, cfg.run.progress = 8 * 16 * 2, 1, False
+        return Trainer(cfg, profiler=shared).train()["sections"]
+
+    first, second = run(), run()
+    assert "earlier_work" not in first
+    assert second["rollout"] < shared.totals_s()["rollout"]  # not the cumulative total
+    assert second["rollout"] == pytest.approx(
+        shared.totals_s()["rollout"] - first["rollout"], rel=1e-9
+    )

@@ -297,7 +297,8 @@ class Trainer:
         bar = ProgressBar(cfg.run.total_steps, enabled=cfg.run.progress)
         t_start = time.perf_counter()
         meter.start(t_start, self.global_step)
-        last_sections = self.prof.snapshot_ns()
+        # The profiler may be shared (the process-wide one): report this run's share only.
+        self._sections_at_start = last_sections = self.prof.snapshot_ns()
         stats_row: dict[str, float] = {}
         try:
             while self.iteration < cfg.num_iterations:
@@ -376,7 +377,11 @@ class Trainer:
             ),
             "episodes": self.episodes,
             "final_stats": stats_row,
-            "sections": self.prof.totals_s(),
+            "sections": {
+                name: (total_ns - self._sections_at_start.get(name, 0)) / 1e9
+                for name, total_ns in self.prof.snapshot_ns().items()
+                if total_ns > self._sections_at_start.get(name, 0)
+            },
             "interrupted": self.interrupted,
             "env": self.cfg.env.env,
             "device": str(self.device),
