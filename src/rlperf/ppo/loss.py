@@ -28,8 +28,6 @@ import torch
 
 # Per-sample quantities averaged into the device-side statistics vector, in this order.
 STAT_NAMES = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
-# Figures finalize_stats reports.
-LOGGED_STATS = ("loss", *STAT_NAMES)
 
 
 @dataclass(frozen=True)
