@@ -28,6 +28,8 @@ import torch
 
 # Per-sample quantities averaged into the device-side statistics vector, in this order.
 STAT_NAMES = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+# Figures finalize_stats reports, in this order.
+LOGGED_STATS = ("loss", *STAT_NAMES)
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,8 @@ def finalize_stats(stat_means: list[float], coefs: LossCoefs) -> dict[str, float
     pg_loss, v_max, entropy, approx_kl, clipfrac = stat_means
     v_loss = 0.5 * v_max
     loss = pg_loss - coefs.ent_coef * entropy + coefs.vf_coef * v_loss
-    return {
-        "loss": loss,
-        "pg_loss": pg_loss,
-        "v_loss": v_loss,
-        "entropy": entropy,
-        "approx_kl": approx_kl,
-        "clipfrac": clipfrac,
-    }
+    values = (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac)
+    return dict(zip(LOGGED_STATS, values, strict=True))
 
 
 def _stat_vector(
