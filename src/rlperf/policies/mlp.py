@@ -133,11 +133,15 @@ class MLPActorCritic(nn.Module):
         super()._apply(fn, recurse)
         if self.flat.grad is None or self.flat.grad.device != self.flat.device:
             self.flat.grad = torch.zeros_like(self.flat)
+        self._bind_views()
+        return self
+
+    def _bind_views(self) -> None:
+        """Cache the parameter/gradient views and constants the no-grad passes use."""
         self._p = self.views(self.flat.detach())
         self._g = self.views(self.flat.grad)
         self._neg_one = torch.tensor(-1.0, device=self.flat.device, dtype=self.flat.dtype)
         self._workspaces.clear()
-        return self
 
     def _init_weights(self) -> None:
         p = self.views(self.flat.detach())
@@ -155,9 +159,7 @@ class MLPActorCritic(nn.Module):
                 init = torch.empty(w.shape[1], w.shape[0])
                 nn.init.orthogonal_(init, gain)
                 w.copy_(init.T)
-        self._p = p
-        self._g = self.views(self.flat.grad)
-        self._neg_one = torch.tensor(-1.0)
+        self._bind_views()
 
     # -- forward passes ------------------------------------------------------------------
     def workspace(self, n: int) -> Workspace:

@@ -45,6 +45,12 @@ def to_numpy(value: Any) -> Any:
     return value
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` to ``path`` atomically (temp file, fsync, rename)."""
     payload = {"format": CHECKPOINT_FORMAT, **payload}
@@ -64,8 +70,7 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for a corrupt or foreign file
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"cannot resume: {path} is unreadable ({first_line})") from e
+        raise CheckpointError(f"cannot resume: {path} is unreadable ({first_line(e)})") from e
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"cannot resume: {path} is not an {CHECKPOINT_FORMAT} checkpoint")
     return payload

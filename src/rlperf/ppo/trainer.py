@@ -40,6 +40,7 @@ from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.checkpoint import (
     CHECKPOINT_NAME,
     CheckpointError,
+    first_line,
     save_checkpoint,
     to_numpy,
     to_tensors,
@@ -61,6 +62,15 @@ from rlperf.profiling.sections import Profiler, get_profiler
 from rlperf.progress import ProgressBar
 
 RECENT_EPISODES = 100
+
+
+def _seconds_since(before_ns: dict[str, int], now_ns: dict[str, int]) -> dict[str, float]:
+    """Seconds each section ran between two profiler snapshots (sections that ran only)."""
+    return {
+        name: (total - before_ns.get(name, 0)) / 1e9
+        for name, total in now_ns.items()
+        if total > before_ns.get(name, 0)
+    }
 
 
 class NonFiniteLossError(RuntimeError):
@@ -191,9 +201,8 @@ class Trainer:
         self.buffer.bootstrap_values[t] = self.policy.value(final_obs) * mask
 
     def compute_advantages(self) -> None:
-        """GAE over the buffer; returns = advantages + values; packs the sample table."""
+        """GAE over the buffer into ``buf.advantages`` (returns are advantages + values)."""
         buf, ppo = self.buffer, self.cfg.ppo
-        rewards, terminations, truncations = buf.finish()
         with torch.inference_mode():
             last_value = self.policy.value(buf.next_obs)
         if self.device.type == "cpu":
@@ -210,6 +219,7 @@ class Trainer:
                 buf.advantages.numpy(),
             )
         else:
+            rewards, terminations, truncations = buf.finish()  # one host->device copy each
             gae(
                 rewards,
                 buf.values,
@@ -328,11 +338,7 @@ class Trainer:
                         "episodes": self.episodes,
                         "learning_rate": self.optimizer.lr,
                         **stats_row,
-                        "sections_s": {
-                            k: (v - last_sections.get(k, 0)) / 1e9
-                            for k, v in now_sections.items()
-                            if v - last_sections.get(k, 0) > 0
-                        },
+                        "sections_s": _seconds_since(last_sections, now_sections),
                     }
                     last_sections = now_sections
                     if out is not None:
@@ -377,11 +383,7 @@ class Trainer:
             ),
             "episodes": self.episodes,
             "final_stats": stats_row,
-            "sections": {
-                name: (total_ns - self._sections_at_start.get(name, 0)) / 1e9
-                for name, total_ns in self.prof.snapshot_ns().items()
-                if total_ns > self._sections_at_start.get(name, 0)
-            },
+            "sections": _seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
             "interrupted": self.interrupted,
             "env": self.cfg.env.env,
             "device": str(self.device),
@@ -432,7 +434,6 @@ class Trainer:
             self._prior_steps = int(payload["counted_steps"])
             self._prior_s = float(payload["counted_s"])
         except (KeyError, RuntimeError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise CheckpointError(
-                f"cannot resume: checkpoint does not fit this run ({first})"
+                f"cannot resume: checkpoint does not fit this run ({first_line(e)})"
             ) from e
