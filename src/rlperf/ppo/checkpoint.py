@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
-CHECKPOINT_FORMAT = "rlperf.checkpoint/1"
+CHECKPOINT_FORMAT = "rlperf.checkpoint/2"  # 2: output layer stored transposed
 
 
 class CheckpointError(ValueError):
