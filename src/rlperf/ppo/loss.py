@@ -56,17 +56,14 @@ def finalize_stats(stat_means: list[float], coefs: LossCoefs) -> dict[str, float
 
 
 def _stat_vector(
-    pg_max: torch.Tensor,
-    v_max: torch.Tensor,
-    entropy: torch.Tensor,
-    ratio: torch.Tensor,
-    logratio: torch.Tensor,
-    clip_coef: float,
+    rows: torch.Tensor, ratio: torch.Tensor, logratio: torch.Tensor, clip_coef: float
 ) -> torch.Tensor:
-    ratio_m1 = ratio - 1.0
-    approx_kl = ratio_m1 - logratio
-    clipped = ratio_m1.abs_().gt_(clip_coef)  # float 0/1, in place
-    return torch.stack((pg_max, v_max, entropy, approx_kl, clipped)).mean(1)
+    """Means of ``rows`` (5, B), whose first three rows (pg_max, v_max, entropy) are filled;
+    fills the last two (approx_kl, clipped) from the ratio. Overwrites ``ratio``."""
+    ratio_m1 = ratio.sub_(1.0)
+    torch.sub(ratio_m1, logratio, out=rows[3])
+    torch.gt(ratio_m1.abs_(), clip_coef, out=rows[4])  # float 0/1
+    return rows.mean(1)
 
 
 def ppo_loss(
@@ -97,10 +94,9 @@ def ppo_loss(
     entropy_loss = entropy.mean()
     loss = pg_loss - coefs.ent_coef * entropy_loss + v_loss * coefs.vf_coef
     with torch.no_grad():
-        stats = _stat_vector(
-            pg_max.detach(), v_max.detach(), entropy.detach(), ratio.detach(),
-            logratio.detach(), coefs.clip_coef,
-        )  # fmt: skip
+        rows = ratio.new_empty(len(STAT_NAMES), len(ratio))
+        torch.stack((pg_max, v_max, entropy), out=rows[:3])
+        stats = _stat_vector(rows, ratio.detach().clone(), logratio.detach(), coefs.clip_coef)
     return loss, stats
 
 
@@ -116,6 +112,7 @@ def discrete_ppo_loss_and_head_grads(
     coefs: LossCoefs,
     grad_logits_out: torch.Tensor | None = None,
     grad_value_out: torch.Tensor | None = None,
+    stat_rows_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The PPO loss of a categorical policy and its gradient w.r.t. logits and values.
 
@@ -124,6 +121,8 @@ def discrete_ppo_loss_and_head_grads(
             the rest (B,) as in :func:`ppo_loss`.
         grad_logits_out, grad_value_out: optional (B, A) and (B,) tensors (may be strided
             views) to write the gradients into, saving a copy.
+        stat_rows_out: optional (5, B) scratch for the per-sample statistics; pass one that
+            lives across calls (at B=8192 a fresh one costs ~0.2 ms in page faults).
 
     Returns:
         stats (5,) (see :data:`STAT_NAMES`), grad_logits (B, A), grad_value (B,).
@@ -138,20 +137,28 @@ def discrete_ppo_loss_and_head_grads(
       (clipped v - ret) / B where the clamp is inactive, else 0. (``oldv + (v - oldv)`` need
       not round to ``v``, so "clipped term larger" does not imply "clamp active".) At an exact
       tie with an active clamp, a measure-zero event, autograd would give half of (v - ret).
+
+    The per-action work runs on ``logits.T``, (A, B): the policy's logits are a transposed view
+    of its output (see ``policies/mlp.py``), so that is the contiguous layout, and reductions
+    over actions become row operations (B=8192: 0.69 -> 0.44 ms for this whole function).
+    Per-sample statistics are written straight into the rows they are averaged from.
     """
     n = logits.shape[0]
-    logp_all = torch.log_softmax(logits, dim=-1)
+    rows = logits.new_empty(len(STAT_NAMES), n) if stat_rows_out is None else stat_rows_out
+    pg_max, v_max, entropy = rows[0], rows[1], rows[2]
+    logp_all = torch.log_softmax(logits.T, dim=0)  # (A, B)
     p = logp_all.exp()
-    newlogprob = logp_all.gather(1, actions.unsqueeze(1)).view(-1)
+    action_row = actions.unsqueeze(0)
+    newlogprob = logp_all.gather(0, action_row).view(-1)
     plogp = p * logp_all
-    entropy = plogp.sum(-1).neg_()
+    torch.sum(plogp, 0, out=entropy).neg_()
 
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
     neg_adv = -advantages
     pg_loss1 = neg_adv * ratio
     pg_loss2 = neg_adv * torch.clamp(ratio, 1 - coefs.clip_coef, 1 + coefs.clip_coef)
-    pg_max = torch.maximum(pg_loss1, pg_loss2)
+    torch.maximum(pg_loss1, pg_loss2, out=pg_max)
 
     diff = newvalue - returns
     v_unclipped = diff.square()
@@ -159,23 +166,24 @@ def discrete_ppo_loss_and_head_grads(
         delta = newvalue - oldvalues
         diff_clipped = (oldvalues + delta.clamp(-coefs.clip_coef, coefs.clip_coef)) - returns
         v_clipped = diff_clipped.square()
-        v_max = torch.maximum(v_unclipped, v_clipped)
+        torch.maximum(v_unclipped, v_clipped, out=v_max)
         clipped_grad = diff_clipped.masked_fill_(delta.abs_() > coefs.clip_coef, 0.0)
         grad_value = torch.where(v_unclipped >= v_clipped, diff, clipped_grad, out=grad_value_out)
     else:
-        v_max = v_unclipped
+        v_max.copy_(v_unclipped)
         grad_value = diff if grad_value_out is None else grad_value_out.copy_(diff)
     grad_value.mul_(coefs.vf_coef / n)
 
     # d loss / d newlogprob, times -B: pg_loss1 where it is the max, else 0.
     g_logp = pg_loss1.masked_fill(pg_loss1 < pg_loss2, 0.0)
     # grad_logits = (ent_coef/B) * (p log p + p H) - (g/B) * p + (g/B) * onehot(action)
-    grad_logits = torch.addcmul(plogp, p, entropy.unsqueeze(1), out=grad_logits_out)
-    grad_logits.mul_(coefs.ent_coef / n)
+    out_t = None if grad_logits_out is None else grad_logits_out.T
+    grad_t = torch.addcmul(plogp, p, entropy.unsqueeze(0), out=out_t)  # (A, B)
+    grad_t.mul_(coefs.ent_coef / n)
     g_logp.mul_(1.0 / n)
-    g_col = g_logp.unsqueeze(1)
-    grad_logits.addcmul_(p, g_col, value=-1.0)
-    grad_logits.scatter_add_(1, actions.unsqueeze(1), g_col)
+    g_row = g_logp.unsqueeze(0)
+    grad_t.addcmul_(p, g_row, value=-1.0)
+    grad_t.scatter_add_(0, action_row, g_row)
 
-    stats = _stat_vector(pg_max, v_max, entropy, ratio, logratio, coefs.clip_coef)
-    return stats, grad_logits, grad_value
+    stats = _stat_vector(rows, ratio, logratio, coefs.clip_coef)
+    return stats, grad_t.T, grad_value

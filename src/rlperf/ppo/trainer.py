@@ -133,6 +133,7 @@ class Trainer:
             self.action_dim if self.continuous else 0,
             self.device,
         )
+        self._stat_rows = torch.empty(len(STAT_NAMES), cfg.minibatch_size, device=self.device)
         self.coefs = LossCoefs(
             cfg.ppo.clip_coef, cfg.ppo.clip_vloss, cfg.ppo.ent_coef, cfg.ppo.vf_coef
         )
@@ -257,6 +258,7 @@ class Trainer:
                         stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
                             logits, newvalue, mb.actions, mb.logprobs, adv, mb.returns,
                             mb.values, self.coefs, *policy.output_grad_views(len(adv)),
+                            self._stat_rows,
                         )  # fmt: skip
                     with sec("backward"):
                         policy.backward(cache, grad_logits, grad_value)
