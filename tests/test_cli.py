@@ -92,6 +92,7 @@ def expect_usage_error(capsys: pytest.CaptureFixture, argv: list[str], message: 
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1, f"exactly one line on stderr, got {captured.err!r}"
     assert lines[0].startswith("rlperf: error: ")
+    assert not lines[0].startswith("rlperf: error: rlperf"), "the prefix is said once"
     assert message in lines[0], lines[0]
     return lines[0]
 

@@ -39,7 +39,9 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line instead of usage text + error."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        # fail() already says "rlperf: error:"; a subcommand's parser adds its own name.
+        command = self.prog.removeprefix("rlperf").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
