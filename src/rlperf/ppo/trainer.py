@@ -194,12 +194,15 @@ class Trainer:
     def _bootstrap_truncated(
         self, t: int, infos: dict[str, Any], terminations: np.ndarray, truncations: np.ndarray
     ) -> None:
-        only_truncated = truncations & ~terminations
-        final_obs = torch.from_numpy(
-            np.asarray(infos["final_obs"], dtype=np.float32).reshape(len(truncations), -1)
-        ).to(self.device)
-        mask = torch.from_numpy(only_truncated.astype(np.float32)).to(self.device)
-        self.buffer.bootstrap_values[t] = self.policy.value(final_obs) * mask
+        # V(final obs) of the truncated rows only: evaluating all N rows and masking cost
+        # ~0.4 ms per step at 1024 envs (two tanh passes over 1024x64), for a handful of rows.
+        rows = np.flatnonzero(truncations & ~terminations)
+        if rows.size == 0:
+            return
+        final_obs = np.asarray(infos["final_obs"], dtype=np.float32).reshape(len(truncations), -1)
+        obs_rows = torch.from_numpy(final_obs[rows]).to(self.device)
+        index = torch.from_numpy(rows).to(self.device)
+        self.buffer.bootstrap_values[t, index] = self.policy.value(obs_rows)
 
     def compute_advantages(self) -> None:
         """GAE over the buffer into ``buf.advantages`` (returns are advantages + values)."""
