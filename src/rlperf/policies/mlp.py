@@ -319,7 +319,7 @@ class MLPActorCritic(nn.Module):
         """Where :meth:`backward` keeps d(loss)/d(outputs) for a batch of ``n``: (n, A), (n,).
 
         A loss that writes its gradients straight into these saves two copies per update. The
-        critic's unused output columns stay zero: nothing writes them.
+        critic's unused output rows stay zero: nothing writes them.
         """
         grad_out_t = self.workspace(n).grad_out_t
         return grad_out_t[0].T, grad_out_t[1, 0]
