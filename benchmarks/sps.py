@@ -5,10 +5,13 @@
     python benchmarks/sps.py --base-src /path/to/old/src  # adds "rlperf-base": before/after
 
 Every measurement runs in a fresh Python process, and the implementations take turns
-(A B C A B C ...) so that a machine whose speed drifts affects them alike; the table shows the
-median and min-max of each. The same PPO work everywhere: 64x64 Tanh actor and critic,
-4 minibatches x 4 epochs, clipped policy and value losses, entropy bonus, advantage
-normalisation, grad-norm clip 0.5, Adam, LR annealing.
+(A B C C B A A B C ...) so that a machine whose speed drifts affects them alike; the table shows
+the median and min-max of each. With ``--base-src`` it also prints rlperf against rlperf-base
+paired round by round (SPS, rollout and update time), which cancels most of that drift.
+
+The same PPO work everywhere: 64x64 Tanh actor and critic, 4 minibatches x 4 epochs, clipped
+policy and value losses, entropy bonus, advantage normalisation, grad-norm clip 0.5, Adam, LR
+annealing.
 
 Implementations:
 - ``rlperf``: ``rlperf.ppo.Trainer`` (default config, sized by ``--configs``), cumulative SPS
@@ -290,6 +293,24 @@ def measure(impl: str, config: str, total: int, threads: int, base_src: str | No
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def print_paired(config: str, new: list[dict], base: list[dict]) -> None:
+    """rlperf against rlperf-base round by round: the two ran next to each other in each round,
+    so their ratio cancels most of the machine's drift that separate medians keep."""
+    ratios = [a["sps"] / b["sps"] for a, b in zip(new, base, strict=True)]
+    faster = sum(r > 1 for r in ratios)
+    med, lo, hi = statistics.median(ratios), min(ratios), max(ratios)
+    print(f"{'':>8} rlperf / rlperf-base SPS, paired by round: median {med:.3f} "
+          f"[{lo:.3f} - {hi:.3f}], faster in {faster} of {len(ratios)}")  # fmt: skip
+    for section in ("rollout", "update"):
+        new_s = [a["sections"].get(section) for a in new]
+        base_s = [b["sections"].get(section) for b in base]
+        if None in new_s or None in base_s:
+            continue
+        section_ratios = [a / b for a, b in zip(new_s, base_s, strict=True)]
+        print(f"{'':>8} {section} time, paired: median {statistics.median(section_ratios):.3f}x "
+              f"[{min(section_ratios):.3f} - {max(section_ratios):.3f}]")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--configs", default="64x32,1024x32", help="ENVSxSTEPS,... (%(default)s)")
@@ -314,7 +335,8 @@ def main() -> None:
         total = args.total_steps or default_total_steps(num_envs, num_steps)
         results[config] = {impl: [] for impl in impls}
         for r in range(args.rounds):
-            for impl in impls:
+            # Alternate the order so that no implementation always runs first after another.
+            for impl in impls if r % 2 == 0 else impls[::-1]:
                 sample = measure(impl, config, total, args.threads, args.base_src)
                 results[config][impl].append(sample)
                 print(f"  round {r + 1}/{args.rounds} {config:>8} {impl:<16} "
@@ -339,6 +361,8 @@ def main() -> None:
             print(f"{'':>8} floor pieces (median ms): env step {pieces['env_step_ms']:.3f}, "
                   f"forward+sample {pieces['forward_ms']:.3f}, "
                   f"one minibatch update {pieces['update_ms']:.3f}")  # fmt: skip
+        if "rlperf-base" in by_impl:
+            print_paired(config, by_impl["rlperf"], by_impl["rlperf-base"])
     if args.json:
         with open(args.json, "w") as f:
             record = {"threads": args.threads, "rounds": args.rounds, "results": results}
