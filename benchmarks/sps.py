@@ -293,22 +293,25 @@ def measure(impl: str, config: str, total: int, threads: int, base_src: str | No
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def print_paired(config: str, new: list[dict], base: list[dict]) -> None:
+def _ratio_spread(ratios: list[float], unit: str = "") -> str:
+    lo, hi = min(ratios), max(ratios)
+    return f"median {statistics.median(ratios):.3f}{unit} [{lo:.3f} - {hi:.3f}]"
+
+
+def print_paired(new: list[dict], base: list[dict]) -> None:
     """rlperf against rlperf-base round by round: the two ran next to each other in each round,
     so their ratio cancels most of the machine's drift that separate medians keep."""
     ratios = [a["sps"] / b["sps"] for a, b in zip(new, base, strict=True)]
     faster = sum(r > 1 for r in ratios)
-    med, lo, hi = statistics.median(ratios), min(ratios), max(ratios)
-    print(f"{'':>8} rlperf / rlperf-base SPS, paired by round: median {med:.3f} "
-          f"[{lo:.3f} - {hi:.3f}], faster in {faster} of {len(ratios)}")  # fmt: skip
+    print(f"{'':>8} rlperf / rlperf-base SPS, paired by round: {_ratio_spread(ratios)}, "
+          f"faster in {faster} of {len(ratios)}")  # fmt: skip
     for section in ("rollout", "update"):
         new_s = [a["sections"].get(section) for a in new]
         base_s = [b["sections"].get(section) for b in base]
         if None in new_s or None in base_s:
             continue
         section_ratios = [a / b for a, b in zip(new_s, base_s, strict=True)]
-        print(f"{'':>8} {section} time, paired: median {statistics.median(section_ratios):.3f}x "
-              f"[{min(section_ratios):.3f} - {max(section_ratios):.3f}]")  # fmt: skip
+        print(f"{'':>8} {section} time, paired: {_ratio_spread(section_ratios, 'x')}")
 
 
 def main() -> None:
@@ -362,7 +365,7 @@ def main() -> None:
                   f"forward+sample {pieces['forward_ms']:.3f}, "
                   f"one minibatch update {pieces['update_ms']:.3f}")  # fmt: skip
         if "rlperf-base" in by_impl:
-            print_paired(config, by_impl["rlperf"], by_impl["rlperf-base"])
+            print_paired(by_impl["rlperf"], by_impl["rlperf-base"])
     if args.json:
         with open(args.json, "w") as f:
             record = {"threads": args.threads, "rounds": args.rounds, "results": results}
