@@ -77,6 +77,18 @@ def assert_stats(stats: torch.Tensor, coefs: LossCoefs, expected: dict[str, floa
         assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
 
 
+def hand_stats(clip_vloss: bool, mean_entropy: float) -> dict[str, float]:
+    """The logged figures of the hand-worked batch; only the entropy differs between tests."""
+    return {
+        "loss": PG_LOSS - 0.01 * mean_entropy + 0.5 * V_LOSS[clip_vloss],
+        "pg_loss": PG_LOSS,
+        "v_loss": V_LOSS[clip_vloss],
+        "entropy": mean_entropy,
+        "approx_kl": APPROX_KL,
+        "clipfrac": CLIPFRAC,
+    }
+
+
 @pytest.mark.parametrize("clip_vloss", [True, False])
 def test_reference_loss_and_gradients_by_hand(clip_vloss: bool) -> None:
     coefs = LossCoefs(0.2, clip_vloss, 0.01, 0.5)
@@ -85,20 +97,9 @@ def test_reference_loss_and_gradients_by_hand(clip_vloss: bool) -> None:
     loss, stats = ppo_loss(
         newlogprob, entropy, newvalue, log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
     )
-    expected_loss = PG_LOSS - 0.01 * 0.5 + 0.5 * V_LOSS[clip_vloss]
-    assert loss.item() == pytest.approx(expected_loss, rel=1e-12)
-    assert_stats(
-        stats,
-        coefs,
-        {
-            "loss": expected_loss,
-            "pg_loss": PG_LOSS,
-            "v_loss": V_LOSS[clip_vloss],
-            "entropy": 0.5,
-            "approx_kl": APPROX_KL,
-            "clipfrac": CLIPFRAC,
-        },
-    )
+    expected = hand_stats(clip_vloss, mean_entropy=0.5)
+    assert loss.item() == pytest.approx(expected["loss"], rel=1e-12)
+    assert_stats(stats, coefs, expected)
     assert not stats.requires_grad
     loss.backward()
     torch.testing.assert_close(newlogprob.grad, t(GRAD_LOGPROB), rtol=1e-12, atol=1e-15)
@@ -123,20 +124,7 @@ def test_analytic_loss_and_head_gradients_by_hand(clip_vloss: bool) -> None:
         logits, t(NEW_V), actions, log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
     )
     entropies = [binary_entropy(p) for p in NEW_P]
-    mean_entropy = sum(entropies) / B
-    expected_loss = PG_LOSS - 0.01 * mean_entropy + 0.5 * V_LOSS[clip_vloss]
-    assert_stats(
-        stats,
-        coefs,
-        {
-            "loss": expected_loss,
-            "pg_loss": PG_LOSS,
-            "v_loss": V_LOSS[clip_vloss],
-            "entropy": mean_entropy,
-            "approx_kl": APPROX_KL,
-            "clipfrac": CLIPFRAC,
-        },
-    )
+    assert_stats(stats, coefs, hand_stats(clip_vloss, mean_entropy=sum(entropies) / B))
     torch.testing.assert_close(grad_value, t(GRAD_VALUE[clip_vloss]), rtol=1e-12, atol=1e-15)
     # Chain rule per logit j: d logp(a)/d logit_j = [j == a] - p_j, and the entropy bonus
     # -ent_coef * mean(H) has d/d logit_j = (ent_coef / B) * p_j * (log p_j + H).
