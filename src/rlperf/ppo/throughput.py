@@ -69,7 +69,7 @@ class Throughput:
 
     def cumulative_sps(self) -> float:
         """Counted steps / counted seconds; before warm-up ends, the raw rate since start."""
-        if self.counted_s > 0:
+        if self.warmed_up:
             return self.counted_steps / self.counted_s
         return self._raw_rate()
 
