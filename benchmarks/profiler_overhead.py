@@ -26,7 +26,7 @@ from typing import Any
 
 from rlperf.config import Config
 from rlperf.ppo.trainer import Trainer
-from rlperf.profiling.sections import Profiler
+from rlperf.timing.sections import Profiler
 
 
 def section_cost_ns(enabled: bool, loops: int = 200_000, repeats: int = 7) -> list[float]:

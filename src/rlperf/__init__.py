@@ -1,6 +1,6 @@
 """rlperf: a PPO training stack built to be measured."""
 
-from rlperf.profiling.sections import get_profiler, profile, profile_function
+from rlperf.timing import get_profiler, profile, profile_function
 
 __version__ = "0.1.0"
 

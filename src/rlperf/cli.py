@@ -94,7 +94,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
     """Config and checkpoint of ``run_dir``; explicit flags must agree except resumable ones."""
-    from rlperf.ppo.checkpoint import CheckpointError, load_checkpoint
+    from rlperf.run.checkpoint import CheckpointError, load_checkpoint
 
     payload = load_checkpoint(run_dir)
     try:
@@ -144,7 +144,7 @@ def build_trainer(args: argparse.Namespace, profiler: Any = None) -> tuple[Any, 
 # -- train -------------------------------------------------------------------------------
 def print_summary(summary: dict[str, Any], rows_title: str = "Where the time went") -> None:
     from rlperf.profiling import get_profiler
-    from rlperf.profiling.breakdown import build_rows, render
+    from rlperf.timing.breakdown import build_rows, render
 
     ret = summary["mean_return_last_100"]
     print(
@@ -158,8 +158,8 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rlperf.ppo.checkpoint import CHECKPOINT_NAME
     from rlperf.ppo.trainer import NonFiniteLossError
+    from rlperf.run.checkpoint import CHECKPOINT_NAME
 
     trainer, resumed = build_trainer(args)
     run_dir = trainer.cfg.run.run_dir
@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from rlperf.envs import UnknownEnvError
-    from rlperf.ppo.checkpoint import CheckpointError
+    from rlperf.run.checkpoint import CheckpointError
 
     try:
         args = build_parser().parse_args(argv)

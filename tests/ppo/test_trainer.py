@@ -15,7 +15,7 @@ from rlperf.config import Config
 from rlperf.envs import CartPoleVec, register
 from rlperf.ppo.gae import gae_reference
 from rlperf.ppo.trainer import NonFiniteLossError, Trainer
-from rlperf.profiling.sections import Profiler
+from rlperf.timing.sections import Profiler
 
 NUM_ENVS, NUM_STEPS = 8, 16
 BATCH = NUM_ENVS * NUM_STEPS

@@ -17,7 +17,7 @@ from rlperf.profiling.report import (
     validate_report,
     write_report,
 )
-from rlperf.profiling.sections import Profiler
+from rlperf.timing.sections import Profiler
 
 SUMMARY = {"wall_s": 0.5, "global_step": 4096, "iterations": 4, "sps_cumulative": 9000.0,
            "sps": 8500.0, "interrupted": False, "env": "cartpole", "device": "cpu",

@@ -37,14 +37,6 @@ import torch
 from rlperf.config import Config, ConfigError
 from rlperf.envs import check_env_name, make_vec
 from rlperf.policies.mlp import MLPActorCritic
-from rlperf.ppo.checkpoint import (
-    CHECKPOINT_NAME,
-    CheckpointError,
-    first_line,
-    save_checkpoint,
-    to_numpy,
-    to_tensors,
-)
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -56,10 +48,18 @@ from rlperf.ppo.loss import (
 )
 from rlperf.ppo.optim import FlatAdam
 from rlperf.ppo.rollout import RolloutBuffer
-from rlperf.ppo.run_dir import RunDir
-from rlperf.ppo.throughput import Throughput
-from rlperf.profiling.sections import Profiler, get_profiler
-from rlperf.progress import ProgressBar
+from rlperf.run.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    first_line,
+    save_checkpoint,
+    to_numpy,
+    to_tensors,
+)
+from rlperf.run.progress import ProgressBar
+from rlperf.run.run_dir import RunDir
+from rlperf.run.throughput import Throughput
+from rlperf.timing.sections import Profiler, get_profiler
 
 RECENT_EPISODES = 100
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rlperf.timing import names
+
 WEIGHTS = {"share": 0.40, "per_call": 0.30, "cpu_memory": 0.15, "gpu_memory": 0.15}
 CRITICAL_PCT = 30.0
 SLOW_MS = 100.0
@@ -123,9 +125,9 @@ def phase_of(name: str) -> str:
         return "env_step"
     if any(k in leaf for k in ("log", "eval", "checkpoint")):
         return "logging"
-    if leaf in ("update", "loss", "backward", "optimizer_step", "minibatch_prep"):
-        return "update"
-    if leaf in ("gae", "buffer_store", "rollout"):
+    if leaf in (names.UPDATE, *names.UPDATE_CHILDREN):
+        return names.UPDATE
+    if leaf in (names.GAE, names.BUFFER_STORE, names.ROLLOUT):
         return leaf
     return "other"
 

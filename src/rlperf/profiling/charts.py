@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlperf.profiling.breakdown import build_rows
 from rlperf.profiling.report import stats_from_report
+from rlperf.timing.breakdown import build_rows
 
 
 class ChartsUnavailable(RuntimeError):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from rlperf.profiling.sections import Profiler
+from rlperf.timing.names import ROLLOUT, ROLLOUT_CHILDREN
+from rlperf.timing.sections import Profiler
 
-ROLLOUT = "rollout"
 # The order a reader expects, following the data: forward, copy out, step, store.
-CHILD_ORDER = ("policy_forward", "device_to_host", "env_step", "buffer_store")
+CHILD_ORDER = ROLLOUT_CHILDREN
 
 
 class RolloutSummary:

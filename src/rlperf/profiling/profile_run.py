@@ -26,8 +26,8 @@ from rlperf.profiling.cprofile import CProfileCapture
 from rlperf.profiling.memory import MemoryTracker
 from rlperf.profiling.periodic import RolloutSummary
 from rlperf.profiling.report import build_report, write_report
-from rlperf.profiling.sections import Profiler, get_profiler
 from rlperf.profiling.torch_trace import TorchTrace, TraceSchedule
+from rlperf.timing.sections import Profiler, get_profiler
 
 # Long enough for stable percentages, short enough to finish in seconds on a laptop CPU.
 DEFAULT_STEPS = 100_000

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rlperf.profiling.sections import SectionStats
+from rlperf.timing.stats import SectionStats
 
 SCHEMA = "rlperf.report/1"
 REPORT_NAME = "report.json"
@@ -240,7 +240,7 @@ def validate_report(report: Any) -> dict[str, Any]:
 
 def write_report(path: str | Path, report: dict[str, Any]) -> Path:
     """Validate and write ``report`` atomically to ``path`` (a directory gets report.json)."""
-    from rlperf.ppo.run_dir import write_json_atomic
+    from rlperf.run.run_dir import write_json_atomic
 
     target = Path(path)
     if target.is_dir() or target.suffix != ".json":

@@ -20,32 +20,14 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from rlperf.timing.breakdown import build_rows, render
+from rlperf.timing.stats import SectionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _perf_ns = time.perf_counter_ns
-
-
-@dataclass
-class SectionStats:
-    """Accumulated timings of one section (times in nanoseconds)."""
-
-    name: str
-    parent: str | None
-    calls: int = 0
-    total_ns: int = 0
-    min_ns: int = 0
-    max_ns: int = 0
-
-    @property
-    def total_s(self) -> float:
-        return self.total_ns / 1e9
-
-    @property
-    def mean_ms(self) -> float:
-        return self.total_ns / self.calls / 1e6 if self.calls else 0.0
 
 
 class _Section:
@@ -220,8 +202,6 @@ class Profiler:
                 row are relative to it); default: the sum of the top-level sections.
             title: optional first line.
         """
-        from rlperf.profiling.breakdown import build_rows, render
-
         stats = list(self.stats())
         if wall_s is None:
             wall_s = sum(s.total_ns for s in stats if s.parent is None) / 1e9

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import rlperf
-from rlperf.profiling.sections import NULL_SECTION, Profiler
+from rlperf.timing.sections import NULL_SECTION, Profiler
 
 
 def names_and_calls(prof: Profiler) -> dict[str, tuple[str | None, int]]:

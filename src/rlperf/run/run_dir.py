@@ -3,7 +3,7 @@
 - ``config.json``: the full configuration (written once, before training starts);
 - ``metrics.jsonl``: one JSON object per iteration, flushed as written;
 - ``summary.json``: totals at the end (written atomically);
-- ``checkpoint.pt``: see ``ppo/checkpoint.py``.
+- ``checkpoint.pt``: see ``run/checkpoint.py``.
 """
 
 from __future__ import annotations

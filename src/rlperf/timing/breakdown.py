@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rlperf.profiling.sections import SectionStats
+from rlperf.timing.stats import SectionStats
 
 BAR_WIDTH = 24
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from rlperf.profiling.breakdown import build_rows, render
-from rlperf.profiling.sections import SectionStats
+from rlperf.timing.breakdown import build_rows, render
+from rlperf.timing.stats import SectionStats
 
 MS = 1_000_000
 

@@ -1,0 +1,1 @@
+"""Run infrastructure around a trainer: run directory, checkpoints, SPS accounting, progress."""

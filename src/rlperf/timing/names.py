@@ -1,0 +1,37 @@
+"""The trainer's section names: a public contract, defined here once.
+
+The profiler, the breakdown, the analyzer, the benchmark registry and users' scripts all read
+these names (a section nested in another is recorded as ``parent/child``, e.g.
+``rollout/env_step``). Renaming one breaks saved reports and dashboards; add, don't rename.
+"""
+
+from __future__ import annotations
+
+# Top level: one iteration.
+ROLLOUT = "rollout"
+GAE = "gae"
+UPDATE = "update"
+LOGGING = "logging"
+CHECKPOINT = "checkpoint"
+
+# Inside ROLLOUT, in the order the data flows.
+POLICY_FORWARD = "policy_forward"
+DEVICE_TO_HOST = "device_to_host"
+ENV_STEP = "env_step"
+BUFFER_STORE = "buffer_store"
+TRUNCATION_BOOTSTRAP = "truncation_bootstrap"
+ROLLOUT_CHILDREN = (POLICY_FORWARD, DEVICE_TO_HOST, ENV_STEP, BUFFER_STORE)
+
+# Inside UPDATE.
+MINIBATCH_PREP = "minibatch_prep"
+LOSS = "loss"
+BACKWARD = "backward"
+OPTIMIZER_STEP = "optimizer_step"
+UPDATE_CHILDREN = (MINIBATCH_PREP, LOSS, BACKWARD, OPTIMIZER_STEP)
+
+TOP_LEVEL = (ROLLOUT, GAE, UPDATE, LOGGING, CHECKPOINT)
+
+
+def path(*names: str) -> str:
+    """The full name of a nested section: ``path(ROLLOUT, ENV_STEP) == "rollout/env_step"``."""
+    return "/".join(names)
