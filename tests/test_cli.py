@@ -52,7 +52,8 @@ def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
     assert sorted(p.name for p in finished_run.iterdir()) == RUN_FILES
 
     config = json.loads((finished_run / "config.json").read_text())
-    assert config["env"] == {"env": "cartpole", "num_envs": 8}
+    assert config["env"] == {"env": "cartpole", "num_envs": 8, "options": {}}
+    assert config["policy"]["kind"] == "mlp"
     assert config["ppo"]["num_steps"] == 16 and config["run"]["seed"] == 5
     assert config["run"]["run_dir"] == str(finished_run)
 
@@ -119,6 +120,25 @@ BAD_TRAIN_ARGS = [
     (["--adam-eps", "-1"], "adam_eps must be positive"),
     (["--clip-coef", "nan"], "clip_coef must be a finite number"),
     (["--learning-rate", "inf"], "learning_rate must be a finite number"),
+    # Policies, observations, recurrent sizes, precision, env options.
+    (["--policy", "transformer"], "unknown policy 'transformer': choose one of cnn, lstm, mlp"),
+    (["--env", "catch", "--policy", "mlp"], "policy 'mlp' takes flat observations"),
+    (["--policy", "cnn"], "policy 'cnn' takes (C, H, W) image observations"),
+    (
+        ["--policy", "lstm", "--num-envs", "6", "--num-minibatches", "4"],
+        "num_envs 6 must be divisible by num_minibatches 4",
+    ),
+    (
+        ["--policy", "lstm", "--bptt-horizon", "5"],
+        "num_steps 16 must be divisible by bptt_horizon 5",
+    ),
+    (["--bptt-horizon", "-1"], "bptt_horizon must be >= 0"),
+    (["--precision", "fp16"], "--precision fp16 needs --device cuda"),
+    (["--precision", "fp8"], "--precision"),
+    (["--env-option", "observe"], "--env-option takes KEY=VALUE, got 'observe'"),
+    (["--env-option", "colour=red"], "env 'cartpole' has no option 'colour'"),
+    (["--env-option", "observe=velocity"], "env 'cartpole': observe must be one of full, position"),
+    (["--env-option", "max_episode_steps=0"], "max_episode_steps must be positive"),
 ]
 
 
@@ -140,7 +160,8 @@ def test_bad_input_does_not_clobber_an_existing_run_dir(
     finished_run: Path, capsys: pytest.CaptureFixture
 ) -> None:
     before = snapshot(finished_run)
-    for extra in (["--num-envs", "0"], ["--env", "nope"], ["--num-minibatches", "3"]):
+    for extra in (["--num-envs", "0"], ["--env", "nope"], ["--num-minibatches", "3"],
+                  ["--policy", "cnn"], ["--env-option", "colour=red"]):  # fmt: skip
         argv = ["train", *SMALL, "--total-steps", str(2 * BATCH), "--run-dir", str(finished_run)]
         expect_usage_error(capsys, [*argv, *extra], "")
     assert snapshot(finished_run) == before
@@ -184,15 +205,27 @@ def test_resume_of_a_foreign_torch_file(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--num-envs", "16"], "num_envs=8"),
-        (["--seed", "6"], "seed=5"),
-        (["--hidden-sizes", "32", "32"], "hidden_sizes"),
-        (["--env", "gym:CartPole-v1"], "env=cartpole"),
+        (["--num-envs", "16"], "checkpoint has --num-envs 8"),
+        (["--seed", "6"], "checkpoint has --seed 5"),
+        (["--hidden-sizes", "32", "32"], "--hidden-sizes"),
+        (["--env", "gym:CartPole-v1"], "checkpoint has --env cartpole"),
+        (["--policy", "lstm"], "checkpoint has --policy mlp, command line gives lstm"),
+        (["--env-option", "observe=position"], "checkpoint has --env-option {}"),
         (["--run-dir", "/tmp/elsewhere"], "--run-dir"),
         (["--total-steps", str(BATCH)], "below the checkpoint's global step"),
-        (["--num-envs", "0"], "num_envs"),
+        (["--num-envs", "0"], "--num-envs"),
     ],
-    ids=["num-envs", "seed", "hidden-sizes", "env", "run-dir", "total-steps-below", "bad-value"],
+    ids=[
+        "num-envs",
+        "seed",
+        "hidden-sizes",
+        "env",
+        "policy",
+        "env-option",
+        "run-dir",
+        "total-steps-below",
+        "bad-value",
+    ],  # fmt: skip
 )
 def test_mismatched_resume_is_rejected_without_touching_the_run(
     finished_run: Path, capsys: pytest.CaptureFixture, extra: list[str], message: str

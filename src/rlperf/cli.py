@@ -17,7 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rlperf.config import PRESETS, Config, ConfigError, field_index, preset, set_field
+from rlperf.config import (
+    PRECISIONS,
+    PRESETS,
+    Config,
+    ConfigError,
+    field_index,
+    flag_name,
+    parse_env_options,
+    preset,
+    set_field,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -58,7 +68,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--resume", metavar="DIR", help="continue the run saved in DIR")
     for name, (_, f) in field_index().items():
-        flag = "--" + name.replace("_", "-")
+        flag = flag_name(name)
         kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "dest": name}
         help_text = f.metadata.get("help", "")
         default_value = getattr(getattr(Config(), _section_of(name)), name)
@@ -66,12 +76,16 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif isinstance(default_value, tuple):
             kwargs.update(nargs="+", type=int, metavar="N")
+        elif isinstance(default_value, dict):
+            kwargs.update(action="append", metavar="KEY=VALUE")
         elif name == "run_dir":
             kwargs.update(metavar="DIR")
         else:
             kwargs["type"] = type(default_value) if default_value is not None else str
-            if name == "env":
+            if name in ("env", "kind"):
                 kwargs["metavar"] = "NAME"
+            if name == "precision":
+                kwargs["choices"] = PRECISIONS
         group.add_argument(flag, help=f"{help_text} (default: {default_value})", **kwargs)
 
 
@@ -80,8 +94,11 @@ def _section_of(name: str) -> str:
 
 
 def explicit_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Config fields the user set on the command line."""
-    return {name: getattr(args, name) for name in field_index() if hasattr(args, name)}
+    """Config fields the user set on the command line (env options parsed into a dict)."""
+    given = {name: getattr(args, name) for name in field_index() if hasattr(args, name)}
+    if "options" in given:
+        given["options"] = parse_env_options(given["options"])
+    return given
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -114,7 +131,8 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict
             set_field(cfg, section, name, value)
         elif (tuple(value) if isinstance(value, list) else value) != saved:
             raise CheckpointError(
-                f"mismatched --resume: checkpoint has {name}={saved}, command line gives {value}"
+                f"mismatched --resume: checkpoint has {flag_name(name)} {saved}, "
+                f"command line gives {value}"
             )
     cfg.run.run_dir = str(run_dir)
     cfg.validate()
@@ -192,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlperf.envs import UnknownEnvError
+    from rlperf.envs import EnvOptionError, UnknownEnvError
     from rlperf.run.checkpoint import CheckpointError
 
     try:
@@ -200,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except UsageError as e:
         fail(str(e))
-    except (ConfigError, UnknownEnvError, CheckpointError) as e:
+    except (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError) as e:
         fail(str(e))
 
 

@@ -22,20 +22,62 @@ class ConfigError(ValueError):
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
-    if isinstance(default, (list, tuple)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help})
+    """A config field; ``flag=`` names its command-line flag when not ``--<field-name>``."""
+    if isinstance(default, (list, tuple, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **kw})
     return field(default=default, metadata={"help": help, **kw})
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def parse_option_value(text: str) -> Any:
+    """``--env-option`` value: int, then float, then bool (true/false), else the string."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return text
+
+
+def parse_env_options(items: list[str] | dict[str, Any]) -> dict[str, Any]:
+    """``["observe=position", "max_episode_steps=200"]`` -> dict; ConfigError if malformed."""
+    if isinstance(items, dict):
+        return dict(items)
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--env-option takes KEY=VALUE, got {item!r}")
+        options[key.strip()] = parse_option_value(value.strip())
+    return options
 
 
 @dataclass
 class EnvConfig:
     env: str = _f("cartpole", "environment name: a registered env or gym:<gymnasium id>")
     num_envs: int = _f(64, "parallel environments stepped as one batch")
+    options: dict[str, Any] = _f(
+        {},
+        "keyword option for the environment's factory, KEY=VALUE (repeatable; VALUE is an "
+        "int, float, true/false or a string)",
+        flag="env-option",
+    )
 
 
 @dataclass
 class PolicyConfig:
-    hidden_sizes: tuple[int, ...] = _f((64, 64), "hidden layer widths of actor and critic")
+    kind: str = _f("mlp", "policy: mlp, lstm or cnn", flag="policy")
+    hidden_sizes: tuple[int, ...] = _f(
+        (64, 64), "hidden layer widths of the MLP (actor and critic; lstm: its encoder)"
+    )
+    lstm_hidden_size: int = _f(128, "LSTM state size (lstm)")
+    cnn_channels: tuple[int, ...] = _f((32, 64, 64), "conv channels per layer (cnn, image lstm)")
+    cnn_features: int = _f(256, "width of the linear layer after the convolutions")
     fast_update: bool = _f(
         True,
         "analytic-gradient update for MLP + discrete actions (same math as autograd, fewer ops)",
@@ -58,6 +100,11 @@ class PPOConfig:
     max_grad_norm: float = _f(0.5, "gradient norm clip")
     norm_adv: bool = _f(True, "normalise advantages per minibatch")
     adam_eps: float = _f(1e-5, "Adam epsilon")
+    bptt_horizon: int = _f(
+        0, "recurrent policies: steps per truncated-BPTT segment (0: the whole rollout)"
+    )
+    precision: str = _f("fp32", "fp32, bf16 (autocast, CPU or CUDA) or fp16 (CUDA only)")
+    compile: bool = _f(False, "torch.compile the policy's evaluate (autograd update)")
 
 
 @dataclass
@@ -126,6 +173,8 @@ class Config:
             "learning_rate": self.ppo.learning_rate,
             "adam_eps": self.ppo.adam_eps,
             "sps_window_s": self.run.sps_window_s,
+            "lstm_hidden_size": self.policy.lstm_hidden_size,
+            "cnn_features": self.policy.cnn_features,
         }
         for name, value in positive.items():
             if not value > 0:
@@ -138,6 +187,7 @@ class Config:
             "vf_coef": self.ppo.vf_coef,
             "max_grad_norm": self.ppo.max_grad_norm,
             "clip_coef": self.ppo.clip_coef,
+            "bptt_horizon": self.ppo.bptt_horizon,
         }.items():
             if value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")
@@ -147,6 +197,19 @@ class Config:
         if not self.policy.hidden_sizes or any(h <= 0 for h in self.policy.hidden_sizes):
             raise ConfigError(
                 f"hidden_sizes must be positive widths, got {list(self.policy.hidden_sizes)}"
+            )
+        if not self.policy.cnn_channels or any(c <= 0 for c in self.policy.cnn_channels):
+            raise ConfigError(
+                f"cnn_channels must be positive, got {list(self.policy.cnn_channels)}"
+            )
+        if self.ppo.precision not in PRECISIONS:
+            raise ConfigError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.ppo.precision!r}"
+            )
+        if self.ppo.precision == "fp16" and not self.run.device.startswith("cuda"):
+            raise ConfigError(
+                "--precision fp16 needs --device cuda (CPU autocast computes in bf16): "
+                "use --precision bf16"
             )
         if self.batch_size % self.ppo.num_minibatches:
             raise ConfigError(
@@ -175,8 +238,10 @@ def set_field(cfg: Config, section_name: str, key: str, value: Any) -> None:
     names = {f.name: f for f in dataclasses.fields(section)}
     if key not in names:
         raise ConfigError(f"unknown config field {section_name}.{key}")
-    if key == "hidden_sizes":
+    if key in ("hidden_sizes", "cnn_channels"):
         value = tuple(int(v) for v in value)
+    elif key == "options":
+        value = parse_env_options(value)
     setattr(section, key, value)
 
 
@@ -185,8 +250,20 @@ def field_index() -> dict[str, tuple[str, dataclasses.Field]]:
     index: dict[str, tuple[str, dataclasses.Field]] = {}
     for section_field in dataclasses.fields(Config):
         for f in dataclasses.fields(section_field.default_factory()):  # type: ignore[misc]
+            if f.name in index:
+                # One flag per name: a clash would silently make one field unreachable.
+                raise RuntimeError(
+                    f"config field name {f.name!r} is in both {index[f.name][0]} and "
+                    f"{section_field.name}: field names must be unique across sections"
+                )
             index[f.name] = (section_field.name, f)
     return index
+
+
+def flag_name(name: str) -> str:
+    """The command-line flag of config field ``name`` (e.g. ``kind`` -> ``--policy``)."""
+    f = field_index()[name][1]
+    return "--" + f.metadata.get("flag", name.replace("_", "-"))
 
 
 def _default(cfg: Config) -> Config:

@@ -13,6 +13,12 @@ from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.loss import LossCoefs, ppo_loss
 
 
+def evaluate_rows(policy, obs, actions):
+    """``evaluate`` on B independent rows (a T = 1 sequence): logprob, entropy, value (B,)."""
+    logprob, entropy, value = policy.evaluate(obs.unsqueeze(0), actions.unsqueeze(0))
+    return logprob[0], entropy[0], value[0]
+
+
 class CleanRLAgent(nn.Module):
     """The network of CleanRL's ``ppo.py``: separate actor and critic, Linear + Tanh."""
 
@@ -53,7 +59,7 @@ def sharpen(policy: MLPActorCritic, scale: float = 200.0) -> None:
 def test_same_outputs_and_gradients_as_cleanrl_agent(obs_dim, action_dim, hidden) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    policy = MLPActorCritic(obs_dim, action_dim, hidden).double()
+    policy = MLPActorCritic.from_sizes(obs_dim, action_dim, hidden).double()
     sharpen(policy)
     agent = cleanrl_copy(policy)
     obs = torch.randn(50, obs_dim, dtype=torch.float64)
@@ -64,7 +70,7 @@ def test_same_outputs_and_gradients_as_cleanrl_agent(obs_dim, action_dim, hidden
     torch.testing.assert_close(values, agent.critic(obs).view(-1))
     torch.testing.assert_close(policy.value(obs), agent.critic(obs).view(-1))
 
-    logprob, entropy, value = policy.evaluate(obs, actions)
+    logprob, entropy, value = evaluate_rows(policy, obs, actions)
     dist = torch.distributions.Categorical(logits=agent.actor(obs))
     torch.testing.assert_close(logprob, dist.log_prob(actions))
     torch.testing.assert_close(entropy, dist.entropy())
@@ -100,14 +106,16 @@ def test_act_samples_follow_the_softmax() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(3)
     action_dim, samples = 4, 60_000
-    policy = MLPActorCritic(4, action_dim)
+    policy = MLPActorCritic.from_sizes(4, action_dim)
     sharpen(policy, 300.0)
     obs = torch.randn(3, 4)
     logits, _, _ = policy.forward_train(obs)
     probs = torch.softmax(logits, -1)
     assert probs.max() > 0.4 and probs.min() > 0.02, "probabilities should be varied, not tiny"
     batch = obs.repeat_interleave(samples, 0)
-    actions, logprobs, values = policy.act(batch, torch.Generator().manual_seed(0))
+    actions, logprobs, values = policy.act(batch, (), None, None, torch.Generator().manual_seed(0))[
+        :3
+    ]
     assert actions.dtype == torch.int64 and actions.shape == (3 * samples,)
     # 99.9% quantile of chi-square with 3 degrees of freedom.
     critical = 16.27
@@ -123,12 +131,12 @@ def test_act_samples_follow_the_softmax() -> None:
 
 def test_act_is_reproducible_with_a_seeded_generator() -> None:
     torch.manual_seed(0)
-    policy = MLPActorCritic(4, 3)
+    policy = MLPActorCritic.from_sizes(4, 3)
     sharpen(policy, 20.0)
     obs = torch.randn(256, 4)
-    first = policy.act(obs, torch.Generator().manual_seed(7))
-    second = policy.act(obs, torch.Generator().manual_seed(7))
-    other = policy.act(obs, torch.Generator().manual_seed(8))
+    first = policy.act(obs, (), None, None, torch.Generator().manual_seed(7))[:3]
+    second = policy.act(obs, (), None, None, torch.Generator().manual_seed(7))[:3]
+    other = policy.act(obs, (), None, None, torch.Generator().manual_seed(8))[:3]
     for a, b in zip(first, second, strict=True):
         assert torch.equal(a, b)
     assert not torch.equal(first[0], other[0])
@@ -137,13 +145,13 @@ def test_act_is_reproducible_with_a_seeded_generator() -> None:
 
 def test_continuous_act_logprob_matches_normal_distribution() -> None:
     torch.manual_seed(0)
-    policy = MLPActorCritic(3, 2, (16, 16), continuous=True)
+    policy = MLPActorCritic.from_sizes(3, 2, (16, 16), continuous=True)
     policy.views(policy.flat.detach())["actor_logstd"].copy_(torch.tensor([-0.5, 0.3]))
     obs = torch.randn(2000, 3)
-    actions, logprob, values = policy.act(obs, torch.Generator().manual_seed(0))
+    actions, logprob, values = policy.act(obs, (), None, None, torch.Generator().manual_seed(0))[:3]
     assert actions.shape == (2000, 2) and actions.dtype == torch.float32
     with torch.no_grad():
-        eval_logprob, entropy, eval_values = policy.evaluate(obs, actions)
+        eval_logprob, entropy, eval_values = evaluate_rows(policy, obs, actions)
     torch.testing.assert_close(logprob, eval_logprob)
     torch.testing.assert_close(values, eval_values)
     mean = policy.forward_train(obs)[0]
@@ -157,7 +165,7 @@ def test_continuous_act_logprob_matches_normal_distribution() -> None:
 def test_orthogonal_init_as_in_the_ppo_literature(hidden) -> None:
     """Gain sqrt(2) for hidden layers, 0.01 policy head, 1 value head, zero biases."""
     torch.manual_seed(0)
-    policy = MLPActorCritic(4, 3, hidden)
+    policy = MLPActorCritic.from_sizes(4, 3, hidden)
     layers = policy.named_layers()
     head = 2 * len(hidden)
     for name, value in layers.items():
@@ -175,7 +183,7 @@ def test_orthogonal_init_as_in_the_ppo_literature(hidden) -> None:
 
 
 def test_flat_is_the_only_parameter_and_holds_every_layer() -> None:
-    policy = MLPActorCritic(4, 2, (64, 64))
+    policy = MLPActorCritic.from_sizes(4, 2, (64, 64))
     assert list(policy.parameters()) == [policy.flat]
     assert policy.flat.grad is not None and policy.flat.grad.shape == policy.flat.shape
     layers = policy.named_layers()

@@ -23,13 +23,19 @@ from rlperf.ppo.loss import (
 CLIP = 0.2
 
 
+def evaluate_rows(policy, obs, actions):
+    """``evaluate`` on B independent rows (a T = 1 sequence): logprob, entropy, value (B,)."""
+    logprob, entropy, value = policy.evaluate(obs.unsqueeze(0), actions.unsqueeze(0))
+    return logprob[0], entropy[0], value[0]
+
+
 def make_batch(policy: MLPActorCritic, batch_size: int, seed: int) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     dtype = policy.flat.dtype
     obs = torch.randn(batch_size, policy.obs_dim, generator=gen, dtype=dtype)
     actions = torch.randint(0, policy.action_dim, (batch_size,), generator=gen)
     with torch.no_grad():
-        logprob, _, value = policy.evaluate(obs, actions)
+        logprob, _, value = evaluate_rows(policy, obs, actions)
     return {
         "obs": obs,
         "actions": actions,
@@ -44,7 +50,7 @@ def make_batch(policy: MLPActorCritic, batch_size: int, seed: int) -> dict[str, 
 
 def autograd_update(policy: MLPActorCritic, b: dict, coefs: LossCoefs):
     policy.flat.grad.zero_()
-    newlogprob, entropy, newvalue = policy.evaluate(b["obs"], b["actions"])
+    newlogprob, entropy, newvalue = evaluate_rows(policy, b["obs"], b["actions"])
     loss, stats = ppo_loss(
         newlogprob,
         entropy,
@@ -117,7 +123,7 @@ def test_analytic_gradients_match_autograd(case, clip_vloss: bool, dtype: torch.
     coefs = LossCoefs(CLIP, clip_vloss, ent_coef=0.01, vf_coef=0.5)
     for seed in range(3):
         torch.manual_seed(seed)
-        policy = MLPActorCritic(obs_dim, action_dim, hidden).to(dtype)
+        policy = MLPActorCritic.from_sizes(obs_dim, action_dim, hidden).to(dtype)
         # Sharper actor than the 0.01-gain init so the entropy gradient is not negligible.
         policy.named_layers()[f"actor.{2 * len(hidden)}.weight"].mul_(100.0)
         b = make_batch(policy, batch_size, seed)
@@ -144,10 +150,10 @@ def test_analytic_gradients_match_autograd(case, clip_vloss: bool, dtype: torch.
 def test_perturbed_batch_exercises_every_branch() -> None:
     """Guard for the test above: the perturbation reaches clipped and unclipped samples."""
     torch.manual_seed(0)
-    policy = MLPActorCritic(4, 2).double()
+    policy = MLPActorCritic.from_sizes(4, 2).double()
     b = make_batch(policy, 512, 0)
     with torch.no_grad():
-        newlogprob, _, newvalue = policy.evaluate(b["obs"], b["actions"])
+        newlogprob, _, newvalue = evaluate_rows(policy, b["obs"], b["actions"])
     ratio = (newlogprob - b["oldlogprob"]).exp()
     outside = (ratio - 1).abs() > CLIP
     adv = b["advantages"]

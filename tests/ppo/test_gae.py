@@ -8,6 +8,13 @@ import torch
 
 from rlperf.ppo.gae import gae, gae_reference
 
+ARRAY_NAMES = ("rewards", "values", "last_value", "terminations", "truncations", "bootstrap_values")
+
+
+def gae_of(arrays, gamma, lam, out):
+    """``gae`` with its six arrays given in order (keyword-only in the function itself)."""
+    return gae(**dict(zip(ARRAY_NAMES, arrays, strict=True)), gamma=gamma, gae_lambda=lam, out=out)
+
 
 def random_rollout(seed: int, num_steps: int, num_envs: int, p_term: float, p_trunc: float):
     """Random rewards/values with terminations, truncations and both at once."""
@@ -29,12 +36,12 @@ def run_fast(kind: str, dtype, rewards, values, last_value, terms, truncs, boots
         np_dtype = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
         args = [a.astype(np_dtype) for a in arrays]
         out = np.full(rewards.shape, np.nan, dtype=np_dtype)
-        result = gae(*args, gamma, lam, out)
+        result = gae_of(args, gamma, lam, out)
         assert result is out
         return torch.from_numpy(out)
     args = [torch.tensor(a, dtype=dtype) for a in arrays]
     out = torch.full(rewards.shape, float("nan"), dtype=dtype)
-    result = gae(*args, gamma, lam, out)
+    result = gae_of(args, gamma, lam, out)
     assert result is out
     return out
 
@@ -100,15 +107,15 @@ def test_reference_against_hand_computation() -> None:
     got = gae_reference(rewards, values, [99.0], terms, truncs, final_values, gamma, lam)
     assert got == expected
     fast = gae(
-        np.array(rewards),
-        np.array(values),
-        np.array([99.0]),
-        np.array(terms, dtype=float),
-        np.array(truncs, dtype=float),
-        np.array(final_values),
-        gamma,
-        lam,
-        np.zeros((4, 1)),
+        rewards=np.array(rewards),
+        values=np.array(values),
+        last_value=np.array([99.0]),
+        terminations=np.array(terms, dtype=float),
+        truncations=np.array(truncs, dtype=float),
+        bootstrap_values=np.array(final_values),
+        gamma=gamma,
+        gae_lambda=lam,
+        out=np.zeros((4, 1)),
     )
     assert fast.tolist() == expected
 
@@ -116,15 +123,15 @@ def test_reference_against_hand_computation() -> None:
 def test_last_value_bootstraps_an_unfinished_rollout() -> None:
     # No episode end: adv_T-1 = r + gamma * last_value - V.
     out = gae(
-        np.array([[1.0]]),
-        np.array([[0.25]]),
-        np.array([2.0]),
-        np.zeros((1, 1)),
-        np.zeros((1, 1)),
-        np.zeros((1, 1)),
-        0.5,
-        0.9,
-        np.zeros((1, 1)),
+        rewards=np.array([[1.0]]),
+        values=np.array([[0.25]]),
+        last_value=np.array([2.0]),
+        terminations=np.zeros((1, 1)),
+        truncations=np.zeros((1, 1)),
+        bootstrap_values=np.zeros((1, 1)),
+        gamma=0.5,
+        gae_lambda=0.9,
+        out=np.zeros((1, 1)),
     )
     assert out.tolist() == [[1.0 + 0.5 * 2.0 - 0.25]]
 
@@ -138,7 +145,7 @@ def test_no_advantage_flows_across_an_episode_end() -> None:
 
     def adv(rew):
         out = np.zeros_like(rew)
-        gae(rew, values, last_value, terms * 1.0, truncs * 1.0, bootstrap, 0.99, 0.95, out)
+        gae_of((rew, values, last_value, terms * 1.0, truncs * 1.0, bootstrap), 0.99, 0.95, out)
         return out
 
     before = adv(rewards)
@@ -149,3 +156,33 @@ def test_no_advantage_flows_across_an_episode_end() -> None:
     assert np.array_equal(before[:6, 0], after[:6, 0])
     assert np.array_equal(before[:8, 1], after[:8, 1])
     assert np.array_equal(before[:, 2], after[:, 2])
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [
+        ("values", (4, 2)),
+        ("terminations", (5, 4)),
+        ("bootstrap_values", (5,)),
+        ("last_value", (5,)),
+        ("out", (3, 5)),
+    ],
+)
+def test_a_misshapen_argument_is_named(name: str, shape: tuple[int, ...]) -> None:
+    arrays = dict(zip(ARRAY_NAMES, random_rollout(0, 5, 3, 0.1, 0.1)[:5], strict=False))
+    arrays["bootstrap_values"] = np.zeros((5, 3))
+    arrays["terminations"] = arrays["terminations"] * 1.0
+    arrays["truncations"] = arrays["truncations"] * 1.0
+    kwargs = {**arrays, "out": np.zeros((5, 3))}
+    kwargs[name] = np.zeros(shape)
+    with pytest.raises(ValueError, match=f"gae: {name} must"):
+        gae(**kwargs, gamma=0.99, gae_lambda=0.95)
+
+
+def test_rewards_must_be_two_dimensional() -> None:
+    with pytest.raises(ValueError, match=r"rewards must be \(T, N\)"):
+        gae(
+            rewards=np.zeros(5), values=np.zeros(5), last_value=np.zeros(()),
+            terminations=np.zeros(5), truncations=np.zeros(5), bootstrap_values=np.zeros(5),
+            gamma=0.99, gae_lambda=0.95, out=np.zeros(5),
+        )  # fmt: skip

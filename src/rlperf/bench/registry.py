@@ -6,7 +6,10 @@ work it does (env steps, samples), so every suite reports throughput the same wa
 
 Imports of rlperf components happen inside the setup functions, by their public names only:
 ``rlperf gate`` loads this file from the checkout running the gate and points ``rlperf`` at the
-tree under test, so the same case definitions time the base and the head commit.
+tree under test, so the same case definitions time the base and the head commit. Where an API
+changed, the case calls the current one and falls back to the one before it (marked "older
+commits" below), so the components that existed then stay comparable across the change; a case
+for a component a commit does not have raises :class:`CaseSkipped` saying so.
 """
 
 from __future__ import annotations
@@ -79,7 +82,17 @@ def _policy(hidden: tuple[int, ...] = (64, 64)) -> Any:
     from rlperf.policies.mlp import MLPActorCritic
 
     torch.manual_seed(SEED)
-    return MLPActorCritic(OBS_DIM, NUM_ACTIONS, hidden)
+    if hasattr(MLPActorCritic, "from_sizes"):
+        return MLPActorCritic.from_sizes(OBS_DIM, NUM_ACTIONS, hidden)
+    return MLPActorCritic(OBS_DIM, NUM_ACTIONS, hidden)  # older commits
+
+
+def _act(policy: Any, obs: Any, gen: Any) -> tuple[Any, Any, Any]:
+    """actions, logprobs, values of one rollout step (any commit's act signature)."""
+    if hasattr(policy, "initial_state"):
+        state = policy.initial_state(obs.shape[0])
+        return policy.act(obs, state, None, None, gen)[:3]
+    return policy.act(obs, gen)  # older commits
 
 
 def _policy_act(batch: int) -> Prepared:
@@ -91,9 +104,73 @@ def _policy_act(batch: int) -> Prepared:
 
     def run() -> Any:
         with torch.inference_mode():
-            return policy.act(obs, gen)
+            return _act(policy, obs, gen)
 
     return Prepared(run, batch, "samples")
+
+
+# Workloads of the policy kinds beyond the MLP: (env, options) each is timed on.
+POLICY_WORKLOADS = {
+    "mlp": ("cartpole", {}),
+    "lstm": ("cartpole", {"observe": "position"}),
+    "cnn": ("catch", {}),
+}
+
+
+def _kind_policy(kind: str, num_envs: int) -> tuple[Any, Any, Any]:
+    """(policy, env spec, vector env) for a policy kind on its workload."""
+    import torch
+
+    try:
+        from rlperf.config import PolicyConfig
+        from rlperf.envs.spec import EnvSpec
+        from rlperf.policies.registry import make_policy
+    except ImportError as e:
+        raise CaseSkipped(f"no policy registry in this commit ({e})") from e
+    from rlperf.envs import make_vec
+
+    env_name, options = POLICY_WORKLOADS[kind]
+    vec = make_vec(env_name, num_envs, seed=SEED, **options)
+    _, infos = vec.reset(seed=SEED)
+    spec = EnvSpec.from_env(vec, infos)
+    torch.manual_seed(SEED)
+    return make_policy(PolicyConfig(kind=kind), spec), spec, vec
+
+
+def _kind_act(kind: str, num_envs: int) -> Prepared:
+    import torch
+
+    policy, spec, vec = _kind_policy(kind, num_envs)
+    obs = torch.from_numpy(vec.reset(seed=SEED)[0])
+    state = policy.initial_state(num_envs)
+    done = torch.zeros(num_envs) if policy.recurrent else None
+    gen = torch.Generator().manual_seed(SEED)
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return policy.act(obs, state, done, None, gen)
+
+    return Prepared(run, num_envs, "samples")
+
+
+def _lstm_evaluate(num_steps: int, num_envs: int, backward: bool) -> Prepared:
+    """The recurrent policy over a (T, B) sequence, as one update minibatch sees it."""
+    import torch
+
+    policy, spec, vec = _kind_policy("lstm", num_envs)
+    gen = torch.Generator().manual_seed(SEED)
+    obs = torch.randn(num_steps, num_envs, *spec.obs_shape, generator=gen)
+    actions = torch.randint(0, spec.action.nvec[0], (num_steps, num_envs), generator=gen)
+    dones = (torch.rand(num_steps, num_envs, generator=gen) < 0.02).float()
+    state = policy.initial_state(num_envs)
+
+    def run() -> Any:
+        logprob, entropy, value = policy.evaluate(obs, actions, state, dones, None)
+        if backward:
+            (logprob.sum() + entropy.sum() + value.sum()).backward()
+        return value
+
+    return Prepared(run, num_steps * num_envs, "samples")
 
 
 # -- host <-> device transfers (CUDA only) -----------------------------------------------
@@ -120,13 +197,25 @@ def _transfer(direction: str, memory: str, non_blocking: bool, batch: int) -> Pr
 
 
 # -- rollout buffer ----------------------------------------------------------------------
-def _filled_buffer(num_steps: int, num_envs: int) -> Any:
+def _empty_buffer(num_steps: int, num_envs: int) -> Any:
     import numpy as np
     import torch
 
     from rlperf.ppo.rollout import RolloutBuffer
 
-    buf = RolloutBuffer(num_steps, num_envs, OBS_DIM, 0, torch.device("cpu"))
+    try:
+        from rlperf.envs.spec import ActionSpec, EnvSpec
+    except ImportError:  # older commits: flat float observations, action_dim 0 = discrete
+        return RolloutBuffer(num_steps, num_envs, OBS_DIM, 0, torch.device("cpu"))
+    spec = EnvSpec(num_envs, (OBS_DIM,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    return RolloutBuffer(num_steps, num_envs, spec, torch.device("cpu"))
+
+
+def _filled_buffer(num_steps: int, num_envs: int) -> Any:
+    import numpy as np
+    import torch
+
+    buf = _empty_buffer(num_steps, num_envs)
     rng = np.random.default_rng(SEED)
     gen = torch.Generator().manual_seed(SEED)
     for t in range(num_steps):
@@ -141,7 +230,6 @@ def _filled_buffer(num_steps: int, num_envs: int) -> Any:
             np.zeros(num_envs, dtype=np.float32),
         )
     buf.advantages.copy_(torch.randn(num_steps, num_envs, generator=gen))
-    buf.build_table(buf.advantages + buf.values)
     return buf
 
 
@@ -149,9 +237,7 @@ def _buffer_store(num_envs: int) -> Prepared:
     import numpy as np
     import torch
 
-    from rlperf.ppo.rollout import RolloutBuffer
-
-    buf = RolloutBuffer(32, num_envs, OBS_DIM, 0, torch.device("cpu"))
+    buf = _empty_buffer(32, num_envs)
     gen = torch.Generator().manual_seed(SEED)
     actions = torch.randint(0, NUM_ACTIONS, (num_envs,), generator=gen)
     logprobs, values = torch.randn(num_envs, generator=gen), torch.randn(num_envs, generator=gen)
@@ -171,12 +257,19 @@ def _minibatch_sampling(num_steps: int, num_envs: int) -> Prepared:
 
     buf = _filled_buffer(num_steps, num_envs)
     gen = torch.Generator().manual_seed(SEED)
+    try:
+        from rlperf.ppo.samplers import PackedTableSampler
+    except ImportError:  # older commits: the table lived in the buffer
+        buf.build_table(buf.advantages + buf.values)
 
-    def run() -> list:
-        buf.shuffle(gen)
-        return list(buf.minibatches(4))
+        def run_old() -> list:
+            buf.shuffle(gen)
+            return list(buf.minibatches(4))
 
-    return Prepared(run, num_steps * num_envs, "samples")
+        return Prepared(run_old, num_steps * num_envs, "samples")
+    sampler = PackedTableSampler(buf)
+    sampler.prepare()
+    return Prepared(lambda: sampler.epoch(4, gen), num_steps * num_envs, "samples")
 
 
 # -- GAE ---------------------------------------------------------------------------------
@@ -195,8 +288,19 @@ def _gae(num_steps: int, num_envs: int) -> Prepared:
     bootstrap = np.zeros(shape, dtype=np.float32)
     out = np.zeros(shape, dtype=np.float32)
 
+    arrays = (rewards, values, last_value, terms, truncs, bootstrap)
+    names = ("rewards", "values", "last_value", "terminations", "truncations", "bootstrap_values")
+    kwargs = dict(zip(names, arrays, strict=True))
+
     def run() -> Any:
-        return gae(rewards, values, last_value, terms, truncs, bootstrap, 0.99, 0.95, out)
+        return gae(**kwargs, gamma=0.99, gae_lambda=0.95, out=out)
+
+    try:
+        run()
+    except TypeError:  # older commits: nine positional arguments, the last one `advantages`
+
+        def run() -> Any:
+            return gae(*arrays, 0.99, 0.95, out)
 
     return Prepared(run, num_steps * num_envs, "samples")
 
@@ -212,7 +316,7 @@ def _minibatch(batch: int) -> tuple[Any, Any]:
     gen = torch.Generator().manual_seed(SEED)
     obs = torch.randn(batch, OBS_DIM, generator=gen)
     with torch.inference_mode():
-        actions, logprobs, values = policy.act(obs, gen)
+        actions, logprobs, values = _act(policy, obs, gen)
     mb = {
         "obs": obs,
         "actions": actions.clone(),
@@ -224,41 +328,55 @@ def _minibatch(batch: int) -> tuple[Any, Any]:
     return policy, mb
 
 
-def _loss_inputs(policy: Any, mb: dict[str, Any]) -> tuple[Any, ...]:
-    from rlperf.ppo.loss import LossCoefs, discrete_ppo_loss_and_head_grads
+def _loss_and_head_grads(batch: int) -> tuple[Any, Callable[[], tuple[Any, ...]]]:
+    """(policy, call): the trainer's analytic loss step, writing the head gradients into the
+    policy's own gradient buffers and the statistics into a scratch that lives across calls,
+    as ``AnalyticUpdate`` (earlier: the trainer) does."""
+    import torch
 
-    logits, newvalue, cache = policy.forward_train(mb["obs"])
-    stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
-        logits, newvalue, mb["actions"], mb["logprobs"], mb["advantages"], mb["returns"],
-        mb["values"], LossCoefs(),
-    )  # fmt: skip
-    return stats, cache, grad_logits, grad_value
+    from rlperf.ppo.loss import STAT_NAMES, LossCoefs, discrete_ppo_loss_and_head_grads
+
+    policy, mb = _minibatch(batch)
+    coefs, stat_rows = LossCoefs(), torch.empty(len(STAT_NAMES), batch)
+
+    def call() -> tuple[Any, ...]:
+        logits, newvalue, cache = policy.forward_train(mb["obs"])
+        stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
+            logits, newvalue, mb["actions"], mb["logprobs"], mb["advantages"], mb["returns"],
+            mb["values"], coefs, *policy.output_grad_views(batch), stat_rows,
+        )  # fmt: skip
+        return stats, cache, grad_logits, grad_value
+
+    return policy, call
 
 
 def _ppo_loss_forward(batch: int) -> Prepared:
-    policy, mb = _minibatch(batch)
-    return Prepared(lambda: _loss_inputs(policy, mb), batch, "samples")
+    _, call = _loss_and_head_grads(batch)
+    return Prepared(call, batch, "samples")
 
 
 def _ppo_backward(batch: int) -> Prepared:
-    policy, mb = _minibatch(batch)
-    _, cache, grad_logits, grad_value = _loss_inputs(policy, mb)
+    policy, call = _loss_and_head_grads(batch)
+    _, cache, grad_logits, grad_value = call()
     return Prepared(lambda: policy.backward(cache, grad_logits, grad_value), batch, "samples")
 
 
 def _optimizer_step(hidden: int) -> Prepared:
+    """``FlatAdam`` over the MLP's one flat parameter: the optimizer the trainer steps."""
     import torch
+
+    from rlperf.ppo.optim import FlatAdam
 
     policy = _policy((hidden, hidden))
     policy.flat.grad = torch.randn(
         policy.flat.shape, generator=torch.Generator().manual_seed(SEED)
     ).mul_(1e-3)
-    optimizer = torch.optim.Adam([policy.flat], lr=2.5e-4, eps=1e-5, fused=True)
+    optimizer = FlatAdam(policy.flat, 2.5e-4, eps=1e-5)
     return Prepared(optimizer.step, policy.flat.numel(), "parameters")
 
 
 # -- the trainer -------------------------------------------------------------------------
-def _trainer_config(num_envs: int, threads: int) -> Any:
+def _trainer_config(num_envs: int, threads: int, kind: str = "mlp") -> Any:
     from rlperf.config import Config
 
     cfg = Config()
@@ -267,13 +385,18 @@ def _trainer_config(num_envs: int, threads: int) -> Any:
     cfg.run.threads = threads
     cfg.run.progress = False
     cfg.ppo.anneal_lr = False  # every timed call does the same work
+    if kind != "mlp":
+        if not hasattr(cfg.policy, "kind"):
+            raise CaseSkipped(f"policy {kind!r}: this commit trains the MLP only")
+        env_name, options = POLICY_WORKLOADS[kind]
+        cfg.policy.kind, cfg.env.env, cfg.env.options = kind, env_name, dict(options)
     return cfg
 
 
-def _update_epoch(num_envs: int, threads: int) -> Prepared:
+def _update_epoch(num_envs: int, threads: int, kind: str = "mlp") -> Prepared:
     from rlperf.ppo.trainer import Trainer
 
-    cfg = _trainer_config(num_envs, threads)
+    cfg = _trainer_config(num_envs, threads, kind)
     cfg.ppo.update_epochs = 1
     trainer = Trainer(cfg)
     trainer.collect()
@@ -281,10 +404,10 @@ def _update_epoch(num_envs: int, threads: int) -> Prepared:
     return Prepared(trainer.update, cfg.ppo.num_steps * num_envs, "samples")
 
 
-def _e2e_train(num_envs: int, env_steps: int, threads: int) -> Prepared:
+def _e2e_train(num_envs: int, env_steps: int, threads: int, kind: str = "mlp") -> Prepared:
     from rlperf.ppo.trainer import Trainer
 
-    cfg = _trainer_config(num_envs, threads)
+    cfg = _trainer_config(num_envs, threads, kind)
     cfg.run.warmup_iters = 0
     cfg.run.total_steps = env_steps
     trainer = Trainer(cfg)
@@ -312,6 +435,11 @@ def all_cases() -> list[Case]:
             cases.append(Case("env_step", {"env": env, "num_envs": n}, _env_step))
             cases.append(Case("env_reset", {"env": env, "num_envs": n}, _env_reset))
     cases += [Case("policy_act", {"batch": b}, _policy_act) for b in (64, 1024)]
+    for kind in POLICY_WORKLOADS:
+        cases.append(Case("policy_act_kind", {"kind": kind, "num_envs": 64}, _kind_act))
+    for backward in (False, True):
+        params = {"num_steps": 32, "num_envs": 16, "backward": backward}
+        cases.append(Case("recurrent_evaluate", params, _lstm_evaluate))
     for direction in ("d2h", "h2d"):
         for memory in ("pageable", "pinned"):
             for non_blocking in (False, True):
@@ -329,12 +457,17 @@ def all_cases() -> list[Case]:
     cases += [Case("optimizer_step", {"hidden": h}, _optimizer_step) for h in (64, 256)]
     cases.append(Case("update_epoch", {"num_envs": 64, "threads": 1}, _update_epoch))
     cases.append(Case("e2e_train", {"num_envs": 64, "env_steps": 4096, "threads": 1}, _e2e_train))
+    for kind in ("lstm", "cnn"):
+        params = {"num_envs": 64, "threads": 1, "kind": kind}
+        cases.append(Case("update_epoch", params, _update_epoch))
+        cases.append(Case("e2e_train", {**params, "env_steps": 4096}, _e2e_train))
     return cases
 
 
 COMPONENTS = (
-    "env_step", "env_reset", "policy_act", "transfer", "buffer_store", "minibatch_sampling",
-    "gae", "ppo_loss_forward", "ppo_backward", "optimizer_step", "update_epoch", "e2e_train",
+    "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate", "transfer",
+    "buffer_store", "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward",
+    "optimizer_step", "update_epoch", "e2e_train",
 )  # fmt: skip
 
 

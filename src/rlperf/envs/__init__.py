@@ -1,8 +1,10 @@
 """Vectorised environments and their registry."""
 
 from rlperf.envs.cartpole import CartPoleVec
+from rlperf.envs.catch import CatchVec
 from rlperf.envs.registry import (
     GYM_PREFIX,
+    EnvOptionError,
     UnknownEnvError,
     check_env_name,
     make_vec,
@@ -12,10 +14,13 @@ from rlperf.envs.registry import (
 )
 
 register("cartpole", CartPoleVec)
+register("catch", CatchVec)
 
 __all__ = [
     "GYM_PREFIX",
     "CartPoleVec",
+    "CatchVec",
+    "EnvOptionError",
     "UnknownEnvError",
     "check_env_name",
     "make_vec",

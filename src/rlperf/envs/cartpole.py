@@ -11,6 +11,11 @@ episode; the last observation of the finished episode is in ``infos["final_obs"]
 ``(num_envs, 4)`` float32 array, valid where ``infos["_final_obs"]`` is True). PPO needs that
 final observation to bootstrap the value of a truncated episode.
 
+``observe="position"`` (``--env-option observe=position``) observes only the cart position and
+the pole angle, as the CartPoleNoVel benchmark does: the velocities must be inferred from
+history, so a feed-forward policy cannot balance the pole for long and a recurrent one can.
+Physics, rewards and termination are unchanged.
+
 Episode statistics are reported as gymnasium's ``RecordEpisodeStatistics`` vector wrapper does:
 ``infos["episode"] = {"r": returns, "l": lengths, "t": elapsed seconds}`` with the mask
 ``infos["_episode"]``, present only on steps where some episode finished.
@@ -39,6 +44,8 @@ THETA_THRESHOLD_RAD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
 RESET_BOUND = 0.05
 MAX_EPISODE_STEPS = 500
+# Observed state variables per ``observe`` option: indices into (x, x_dot, theta, theta_dot).
+OBSERVATIONS = {"full": (0, 1, 2, 3), "position": (0, 2)}
 
 
 class CartPoleVec(VectorEnv):
@@ -50,14 +57,27 @@ class CartPoleVec(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
-    def __init__(self, num_envs: int, max_episode_steps: int = MAX_EPISODE_STEPS) -> None:
+    def __init__(
+        self, num_envs: int, max_episode_steps: int = MAX_EPISODE_STEPS, observe: str = "full"
+    ) -> None:
         if num_envs <= 0:
             raise ValueError(f"num_envs must be positive, got {num_envs}")
+        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int):
+            raise ValueError(f"max_episode_steps must be an integer, got {max_episode_steps!r}")
+        if max_episode_steps <= 0:
+            raise ValueError(f"max_episode_steps must be positive, got {max_episode_steps}")
+        if observe not in OBSERVATIONS:
+            raise ValueError(f"observe must be one of {', '.join(OBSERVATIONS)}, got {observe!r}")
         self.num_envs = num_envs
         self.max_episode_steps = max_episode_steps
+        self.observe = observe
+        # None: every state variable, in order (the common case pays no indexing).
+        self._observed = None if observe == "full" else list(OBSERVATIONS[observe])
         high = np.array(
             [X_THRESHOLD * 2, np.inf, THETA_THRESHOLD_RAD * 2, np.inf], dtype=np.float32
         )
+        if self._observed is not None:
+            high = high[self._observed]
         self.single_observation_space = spaces.Box(-high, high, dtype=np.float32)
         self.single_action_space = spaces.Discrete(2)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -105,7 +125,12 @@ class CartPoleVec(VectorEnv):
             self._np_random = np.random.default_rng(seed)
             self.action_space.seed(seed)
         self._reset_rows(None)
-        return self._state_t.T.astype(np.float32), {}
+        return self._observation(), {}
+
+    def _observation(self) -> np.ndarray:
+        """(num_envs, obs_dim) float32 observation of the current state."""
+        st = self._state_t if self._observed is None else self._state_t[self._observed]
+        return st.T.astype(np.float32)
 
     def step(
         self, actions: np.ndarray
@@ -137,7 +162,7 @@ class CartPoleVec(VectorEnv):
         truncated = self.episode_steps >= self.max_episode_steps
         rewards = np.ones(self.num_envs, dtype=np.float32)
         self.episode_returns += 1.0
-        obs = st.T.astype(np.float32)
+        obs = self._observation()
 
         done = terminated | truncated
         if not done.any():
@@ -153,7 +178,8 @@ class CartPoleVec(VectorEnv):
             "_episode": done,
         }
         self._reset_rows(done)
-        obs[done] = st.T[done]
+        rows = st.T[done]
+        obs[done] = rows if self._observed is None else rows[:, self._observed]
         return obs, rewards, terminated, truncated, infos
 
     # -- checkpointing -------------------------------------------------------------------

@@ -11,6 +11,7 @@ that is the contract the trainer relies on.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,10 @@ _REGISTRY: dict[str, EnvFactory] = {}
 
 class UnknownEnvError(ValueError):
     """Raised for an environment name that is neither registered nor a gymnasium id."""
+
+
+class EnvOptionError(ValueError):
+    """An environment option (``--env-option KEY=VALUE``) the environment does not take."""
 
 
 def register(name: str, factory: EnvFactory) -> None:
@@ -71,8 +76,42 @@ def make_vec(name: str, num_envs: int, seed: int | None = None, **kwargs: Any) -
     if name.startswith(GYM_PREFIX):
         from rlperf.envs.gym_adapter import make_gym_vec
 
-        env = make_gym_vec(name[len(GYM_PREFIX) :], num_envs, **kwargs)
+        factory: EnvFactory = make_gym_vec
+        args: tuple[Any, ...] = (name[len(GYM_PREFIX) :], num_envs)
     else:
-        env = _REGISTRY[name](num_envs, **kwargs)
+        factory = _REGISTRY[name]
+        args = (num_envs,)
+        check_options(name, factory, kwargs)
+    try:
+        env = factory(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        if not kwargs:
+            raise
+        # Factories validate their own options; say which env refused them, on one line.
+        raise EnvOptionError(f"env {name!r}: {_first_line(e)}") from e
     env.reset(seed=seed)
     return env
+
+
+def env_options(factory: EnvFactory) -> list[str] | None:
+    """Keyword options ``factory`` takes besides ``num_envs``; None if it takes any (**kwargs)."""
+    params = list(inspect.signature(factory).parameters.values())[1:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def check_options(name: str, factory: EnvFactory, options: dict[str, Any]) -> None:
+    """Raise :class:`EnvOptionError` for an option ``factory`` does not take."""
+    known = env_options(factory)
+    if known is None:
+        return
+    for key in options:
+        if key not in known:
+            listed = ", ".join(known) if known else "none"
+            raise EnvOptionError(f"env {name!r} has no option {key!r} (options: {listed})")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -20,9 +20,11 @@ paths compute ``tanh(z) = 2 * sigmoid(2 z) - 1``: the factor 2 is folded into th
 alpha/beta, the rest is one in-place sigmoid and one fused add. The result differs from
 ``torch.tanh`` by at most ~1.2e-7 absolute (float32 rounding around sigmoid's 0.5).
 
+It implements the policy protocol of ``policies/base.py`` (feed-forward: the state is ``()``).
 Two ways to get gradients, the same math:
-- :meth:`evaluate` runs under autograd with ``torch.tanh`` (used for continuous actions, and as
-  the reference in tests);
+- :meth:`evaluate` runs under autograd with ``torch.tanh`` (used for continuous and
+  MultiDiscrete actions, masked actions, bf16 autocast and ``--compile``, and as the reference in
+  tests);
 - :meth:`forward_train` + :meth:`backward` compute the gradient analytically from the gradient of
   the loss with respect to the network outputs (see ``ppo/loss.py``). Without autograd's graph
   bookkeeping an update issues far fewer operations, which is what dominates at small batches.
@@ -33,8 +35,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
+
+from rlperf.envs.spec import ActionSpec, EnvSpec
+from rlperf.policies import distributions
+from rlperf.policies.base import FeedForwardActorCritic
 
 
 @dataclass
@@ -64,28 +71,25 @@ class Workspace:
 MAX_WORKSPACES = 4
 
 
-class MLPActorCritic(nn.Module):
-    """Stacked actor-critic MLP for a flat observation and Discrete or Box actions.
+class MLPActorCritic(FeedForwardActorCritic):
+    """Stacked actor-critic MLP for flat observations; any action space of ``EnvSpec``.
 
     Args:
-        obs_dim: observation size.
-        action_dim: number of discrete actions, or size of a continuous action.
+        spec: the environment's spec (flat observations).
         hidden_sizes: widths of the hidden layers (shared by actor and critic).
-        continuous: Gaussian policy with a state-independent log-std instead of categorical.
     """
 
-    def __init__(
-        self,
-        obs_dim: int,
-        action_dim: int,
-        hidden_sizes: tuple[int, ...] = (64, 64),
-        continuous: bool = False,
-    ) -> None:
-        super().__init__()
+    def __init__(self, spec: EnvSpec, hidden_sizes: tuple[int, ...] = (64, 64)) -> None:
+        super().__init__(spec)
+        obs_dim = int(np.prod(spec.obs_shape))
+        action_dim = spec.action.num_outputs
+        continuous = not spec.action.discrete
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.hidden_sizes = tuple(hidden_sizes)
         self.continuous = continuous
+        # The closed-form head gradients (ppo/loss.py) are those of one unmasked categorical.
+        self.analytic = spec.action.kind == "discrete" and not spec.has_mask
         self.num_layers = len(self.hidden_sizes) + 1
         dims = (obs_dim, *self.hidden_sizes, action_dim)
         self._shapes: list[tuple[str, tuple[int, ...]]] = []
@@ -102,6 +106,21 @@ class MLPActorCritic(nn.Module):
         self.flat.grad = torch.zeros(numel)
         self._workspaces: dict[tuple, Workspace] = {}
         self._init_weights()
+
+    @staticmethod
+    def from_sizes(
+        obs_dim: int,
+        action_dim: int,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        continuous: bool = False,
+    ) -> MLPActorCritic:
+        """An MLP for a flat ``obs_dim`` observation and Discrete(action_dim) or a Box action."""
+        if continuous:
+            action = ActionSpec("box", (), action_dim, (-1.0,) * action_dim, (1.0,) * action_dim)
+        else:
+            action = ActionSpec("discrete", (action_dim,), 1)
+        spec = EnvSpec(1, (obs_dim,), np.dtype(np.float32), action)
+        return MLPActorCritic(spec, hidden_sizes)
 
     # -- parameter views -----------------------------------------------------------------
     def views(self, source: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -210,62 +229,64 @@ class MLPActorCritic(nn.Module):
         last = self.num_layers - 1
         return torch.baddbmm(p[f"b{last}"], p[f"w{last}"], x.transpose(1, 2), out=out_t)
 
+    def _as_float(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations in the parameters' dtype (uint8 or float64 ones are converted)."""
+        dtype = self.flat.dtype
+        return obs if obs.dtype == dtype else obs.to(dtype)
+
     @torch.no_grad()
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """Critic value of each observation, shape (B,)."""
-        p, x = self._p, obs
+    def value(self, obs, state=(), done=None):  # type: ignore[no-untyped-def]
+        """Critic value of each observation (B, obs_dim), shape (B,)."""
+        p, x = self._p, self._as_float(obs)
         for i in range(self.num_layers - 1):
             x = torch.addmm(p[f"b{i}"][1], x, p[f"w{i}"][1]).tanh_()
         last = self.num_layers - 1
         return torch.addmm(p[f"b{last}"][1, :1, 0], x, p[f"w{last}"][1, :1].T).view(-1)
 
     @torch.no_grad()
-    def act(
-        self, obs: torch.Tensor, generator: torch.Generator | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def act(self, obs, state=(), done=None, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
         """Sample actions for a batch of observations (B, obs_dim).
 
         Returns:
-            actions (B,) int64 or (B, action_dim) float, their log-probabilities (B,), values (B,).
+            actions (B,) int64 / (B, k) int64 / (B, action_dim) float, their log-probabilities
+            (B,), values (B,), and ``state`` unchanged.
         """
+        obs = self._as_float(obs)
         # A fresh (small) output: callers keep values and log-probs across calls.
         out_t = self._forward(obs, self.workspace(obs.shape[0]), None)
         actor_out, value = out_t[0].T, out_t[1, 0]
-        if self.continuous:
-            logstd = self._p["actor_logstd"]
-            noise = torch.randn(actor_out.shape, generator=generator, device=obs.device)
-            actions = actor_out + logstd.exp() * noise
-            logprob = (-0.5 * noise.square() - logstd - 0.5 * math.log(2 * math.pi)).sum(-1)
-            return actions, logprob, value
-        logp = torch.log_softmax(actor_out, dim=-1)
-        # Gumbel-max sampling: argmax(logp - log(E)), E ~ Exp(1), is an exact categorical sample
-        # in three ops, without torch.multinomial's per-call overhead.
-        e = torch.empty_like(logp).exponential_(generator=generator)
-        actions = (logp - e.log_()).argmax(-1)
-        logprob = logp.gather(1, actions.unsqueeze(1)).view(-1)
-        return actions, logprob, value
+        actions, logprob = distributions.sample(
+            self.spec.action, actor_out, action_mask, self.logstd(), generator
+        )
+        return actions, logprob, value, state
 
-    def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probability, entropy and value of given actions, under autograd (torch.tanh).
+    def logstd(self) -> torch.Tensor | None:
+        return self._p["actor_logstd"] if self.continuous else None
 
-        Returns:
-            newlogprob (B,), entropy (B,), value (B,); gradients flow into ``flat``.
-        """
+    def heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actor output (B, action_dim) and value (B,) under autograd, with ``torch.tanh``."""
         p = self.views(self.flat)
+        obs = self._as_float(obs)
         x = obs.unsqueeze(0).expand(2, *obs.shape)
         for i in range(self.num_layers - 1):
             x = torch.baddbmm(p[f"b{i}"], x, p[f"w{i}"]).tanh()
         last = self.num_layers - 1
         out = torch.baddbmm(p[f"b{last}"].transpose(1, 2), x, p[f"w{last}"].transpose(1, 2))
-        actor_out, value = out[0], out[1, :, 0]
-        if self.continuous:
-            logstd = p["actor_logstd"].expand_as(actor_out)
-            dist = torch.distributions.Normal(actor_out, logstd.exp())
-            return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1), value
-        dist = torch.distributions.Categorical(logits=actor_out)
-        return dist.log_prob(actions), dist.entropy(), value
+        return out[0], out[1, :, 0]
+
+    def evaluate(self, obs_seq, actions_seq, state0=(), dones_seq=None, mask_seq=None):  # type: ignore[no-untyped-def]
+        """Log-probability, entropy and value (T, B) of given actions, under autograd.
+
+        The log-std (Box actions) is read from ``flat`` itself, so its gradient flows too.
+        """
+        t, b = obs_seq.shape[:2]
+        out, value = self.heads(obs_seq.reshape(t * b, -1))
+        logstd = self.views(self.flat)["actor_logstd"] if self.continuous else None
+        mask = mask_seq.flatten(0, 1) if mask_seq is not None else None
+        logprob, entropy = distributions.log_prob_entropy(
+            self.spec.action, out, actions_seq.flatten(0, 1), mask, logstd
+        )
+        return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
     @torch.no_grad()
     def forward_train(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, TrainCache]:
@@ -274,6 +295,7 @@ class MLPActorCritic(nn.Module):
         All three live in this batch size's workspace: valid until the next call with a batch
         of the same size.
         """
+        obs = self._as_float(obs)
         ws = self.workspace(obs.shape[0])
         out_t = self._forward(obs, ws, ws.out_t)
         return out_t[0].T, out_t[1, 0], TrainCache(obs, ws.hidden)

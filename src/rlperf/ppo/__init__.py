@@ -1,4 +1,4 @@
-"""PPO: rollout storage, GAE, the loss, the trainer, checkpoints."""
+"""PPO: rollout storage and samplers, GAE, the loss, the update, the trainer."""
 
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import LossCoefs, ppo_loss

@@ -21,7 +21,38 @@ import torch
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 
 
+def _check_shapes(
+    rewards: Array,
+    values: Array,
+    last_value: Array,
+    terminations: Array,
+    truncations: Array,
+    bootstrap_values: Array,
+    out: Array,
+) -> None:
+    shape = tuple(rewards.shape)
+    if len(shape) != 2:
+        raise ValueError(f"gae: rewards must be (T, N), got shape {shape}")
+    named = {
+        "values": values,
+        "terminations": terminations,
+        "truncations": truncations,
+        "bootstrap_values": bootstrap_values,
+        "out": out,
+    }
+    for name, array in named.items():
+        if tuple(array.shape) != shape:
+            raise ValueError(
+                f"gae: {name} must have the rewards' shape {shape}, got {tuple(array.shape)}"
+            )
+    if tuple(last_value.shape) != shape[1:]:
+        raise ValueError(
+            f"gae: last_value must be (N,) = {shape[1:]}, got {tuple(last_value.shape)}"
+        )
+
+
 def gae(
+    *,
     rewards: Array,
     values: Array,
     last_value: Array,
@@ -30,16 +61,24 @@ def gae(
     bootstrap_values: Array,
     gamma: float,
     gae_lambda: float,
-    advantages: Array,
+    out: Array,
 ) -> Array:
-    """Write GAE advantages into ``advantages`` (T, N) and return it.
+    """Write GAE advantages into ``out`` (T, N) and return it.
 
     Args:
-        rewards, values, terminations, truncations, bootstrap_values: (T, N); the flags as 0/1
-            floats; values are V(s_t) of the observation acted on at step t.
+        rewards: (T, N) reward of each step.
+        values: (T, N) V(s_t) of the observation acted on at step t.
         last_value: (N,) V of the observation after the last step.
-        advantages: (T, N) output buffer.
+        terminations, truncations: (T, N) 0/1 floats: the episode ended at step t (terminal
+            state / time limit).
+        bootstrap_values: (T, N) V(final observation) where truncated and not terminated, else 0.
+        gamma: discount; gae_lambda: GAE's lambda.
+        out: (T, N) output buffer, same kind (numpy or torch) as the inputs.
+
+    Raises:
+        ValueError: naming the first argument whose shape does not fit.
     """
+    _check_shapes(rewards, values, last_value, terminations, truncations, bootstrap_values, out)
     num_steps = rewards.shape[0]
     not_done = 1.0 - (terminations + truncations - terminations * truncations)
     # V(s_{t+1}) within an episode, V(final obs) at a truncation, 0 at a termination.
@@ -49,10 +88,10 @@ def gae(
     next_values = next_values * not_done + bootstrap_values
     deltas = rewards + gamma * next_values - values
     coef = (gamma * gae_lambda) * not_done
-    advantages[-1] = deltas[-1]
+    out[-1] = deltas[-1]
     for t in range(num_steps - 2, -1, -1):
-        advantages[t] = deltas[t] + coef[t] * advantages[t + 1]
-    return advantages
+        out[t] = deltas[t] + coef[t] * out[t + 1]
+    return out
 
 
 def gae_reference(

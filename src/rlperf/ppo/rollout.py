@@ -1,60 +1,62 @@
-"""Rollout storage, allocated once per run, and its view as a shuffled sample table.
+"""Rollout storage, allocated once per run.
 
-Per-step data lives in ``(T, N, ...)`` tensors on the training device. Rewards, terminations and
-truncations come from the environment on the host; they are kept in host arrays during the
+Per-step data lives in ``(T, N, ...)`` tensors on the training device, observations in their own
+dtype and shape (``uint8`` images stay ``uint8``; see ``envs/spec.py``). Rewards, terminations
+and truncations come from the environment on the host; they are kept in host arrays during the
 rollout and moved to the device once per rollout (:meth:`RolloutBuffer.finish`) instead of once
 per step: on CUDA that is one transfer instead of T.
 
-For the update every per-sample quantity is packed into one ``(T*N, C)`` float table (observation
-columns, action column(s), old log-prob, old value, advantage, return), so shuffling a whole epoch
-is one ``index_select`` and each minibatch a contiguous slice of it.
+Slot ``T`` of the observation (and of the done flag and action mask) is ``next_obs``: the
+observation after the last step, which the next rollout starts from.
+
+For recurrent policies the buffer also keeps, per step, the flag ``dones[t]`` (1 where
+``obs[t]`` starts a new episode, so the policy zeroes its state before it) and, every
+``bptt_horizon`` steps, the policy's state as it was during collection: the initial states of the
+truncated-BPTT segments (``ppo/samplers.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
+from rlperf.envs.spec import EnvSpec
 
-@dataclass
-class Minibatch:
-    """Column views of one minibatch of the sample table, each with leading dimension B."""
-
-    obs: torch.Tensor
-    actions: torch.Tensor
-    logprobs: torch.Tensor
-    values: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
+TORCH_DTYPES = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.float32}
 
 
 class RolloutBuffer:
     """Storage for ``num_steps`` steps of ``num_envs`` environments.
 
     Args:
-        action_dim: 0 for a discrete action (stored as int64), else the continuous action size.
+        spec: the environment's spec (observation shape/dtype, action space, mask).
+        state_template: the policy's initial state (a tuple of (N, ...) tensors; ``()`` for a
+            feed-forward policy): the segment states are stored in its shapes.
+        bptt_horizon: steps per recurrent segment (0: the whole rollout).
     """
 
     def __init__(
         self,
         num_steps: int,
         num_envs: int,
-        obs_dim: int,
-        action_dim: int,
+        spec: EnvSpec,
         device: torch.device,
+        state_template: tuple[torch.Tensor, ...] = (),
+        bptt_horizon: int = 0,
     ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
-        self.obs_dim, self.action_dim = obs_dim, action_dim
-        self.device = device
+        self.spec, self.device = spec, device
         shape = (num_steps, num_envs)
-        self.obs = torch.zeros((*shape, obs_dim), device=device)
-        if action_dim == 0:
+        obs_dtype = TORCH_DTYPES[np.dtype(spec.obs_dtype)]
+        self.obs = torch.zeros((*shape, *spec.obs_shape), dtype=obs_dtype, device=device)
+        self.next_obs = torch.zeros((num_envs, *spec.obs_shape), dtype=obs_dtype, device=device)
+        action = spec.action
+        if action.kind == "discrete":
             self.actions = torch.zeros(shape, dtype=torch.int64, device=device)
+        elif action.kind == "multidiscrete":
+            self.actions = torch.zeros((*shape, action.dim), dtype=torch.int64, device=device)
         else:
-            self.actions = torch.zeros((*shape, action_dim), device=device)
+            self.actions = torch.zeros((*shape, action.dim), device=device)
         self.logprobs = torch.zeros(shape, device=device)
         self.values = torch.zeros(shape, device=device)
         self.bootstrap_values = torch.zeros(shape, device=device)
@@ -63,39 +65,72 @@ class RolloutBuffer:
         self.rewards_host = np.zeros(shape, dtype=np.float32)
         self.terminations_host = np.zeros(shape, dtype=np.float32)
         self.truncations_host = np.zeros(shape, dtype=np.float32)
-        self.next_obs = torch.zeros((num_envs, obs_dim), device=device)
+        self.masks = self.next_mask = None
+        if spec.has_mask:
+            width = action.mask_width
+            self.masks = torch.ones((*shape, width), dtype=torch.bool, device=device)
+            self.next_mask = torch.ones((num_envs, width), dtype=torch.bool, device=device)
+        self.recurrent = bool(state_template)
+        self.dones = self.next_done = None
+        self.horizon = bptt_horizon or num_steps
+        self.states: tuple[torch.Tensor, ...] = ()
+        if self.recurrent:
+            self.dones = torch.zeros(shape, device=device)
+            self.next_done = torch.zeros(num_envs, device=device)
+            segments = num_steps // self.horizon
+            self.states = tuple(
+                torch.zeros((segments, *s.shape), dtype=s.dtype, device=device)
+                for s in state_template
+            )
         self._on_cpu = device.type == "cpu"
         # On the CPU, numpy views of the tensors let the host copy observations in directly.
         self._obs_np = self.obs.numpy() if self._on_cpu else None
         self._next_obs_np = self.next_obs.numpy() if self._on_cpu else None
-        act_cols = max(action_dim, 1)
-        self.num_columns = obs_dim + act_cols + 4
-        self._table = torch.zeros((num_steps * num_envs, self.num_columns), device=device)
-        self._shuffled = torch.zeros_like(self._table)
-        c = obs_dim + act_cols
-        self._cols = {
-            "obs": slice(0, obs_dim),
-            "actions": slice(obs_dim, c),
-            "logprobs": c,
-            "values": c + 1,
-            "advantages": c + 2,
-            "returns": c + 3,
-        }
 
     # -- collection ----------------------------------------------------------------------
+    def _slot(self, steps: torch.Tensor | None, last: torch.Tensor | None, t: int):
+        return last if t == self.num_steps else steps[t]
+
     def obs_slot(self, t: int) -> torch.Tensor:
         """Where the observation acted on at step ``t`` lives (``t == num_steps``: next_obs)."""
-        return self.next_obs if t == self.num_steps else self.obs[t]
+        return self._slot(self.obs, self.next_obs, t)
 
     def write_obs(self, t: int, obs: np.ndarray) -> torch.Tensor:
-        """Copy an environment observation (N, obs_dim) into slot ``t``; returns the slot."""
+        """Copy an environment observation (N, *obs_shape) into slot ``t``; returns the slot."""
         if self._on_cpu:
             target = self._next_obs_np if t == self.num_steps else self._obs_np[t]
             target[...] = obs.reshape(target.shape)
             return self.obs_slot(t)
         slot = self.obs_slot(t)
-        slot.copy_(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).view(slot.shape))
+        host = np.ascontiguousarray(obs, dtype=self.spec.obs_dtype)
+        slot.copy_(torch.from_numpy(host).view(slot.shape))
         return slot
+
+    def write_done(self, t: int, done: np.ndarray) -> torch.Tensor:
+        """Episode-start flags (N,) of the observation in slot ``t`` (recurrent policies)."""
+        slot = self._slot(self.dones, self.next_done, t)
+        slot.copy_(torch.from_numpy(np.asarray(done, dtype=np.float32)))
+        return slot
+
+    def write_mask(self, t: int, mask: np.ndarray) -> torch.Tensor:
+        """Action mask (N, mask_width) of the observation in slot ``t``."""
+        slot = self._slot(self.masks, self.next_mask, t)
+        slot.copy_(torch.from_numpy(np.asarray(mask, dtype=bool)).view(slot.shape))
+        return slot
+
+    def start_rollout(self) -> None:
+        """Move the last rollout's final slot (observation, done flag, mask) to step 0."""
+        self.obs[0] = self.next_obs
+        if self.recurrent:
+            self.dones[0] = self.next_done
+        if self.masks is not None:
+            self.masks[0] = self.next_mask
+
+    def store_state(self, t: int, state: tuple[torch.Tensor, ...]) -> None:
+        """Record the policy state entering step ``t`` when ``t`` starts a BPTT segment."""
+        if t % self.horizon == 0:
+            for stored, s in zip(self.states, state, strict=True):
+                stored[t // self.horizon] = s
 
     def store_step(
         self,
@@ -121,36 +156,3 @@ class RolloutBuffer:
         if not self._on_cpu:
             tensors = tuple(t.to(self.device, non_blocking=True) for t in tensors)
         return tensors  # type: ignore[return-value]
-
-    # -- update --------------------------------------------------------------------------
-    def build_table(self, returns: torch.Tensor) -> None:
-        """Pack everything the update reads into the sample table (advantages already set)."""
-        n = self.num_steps * self.num_envs
-        table, cols = self._table, self._cols
-        table[:, cols["obs"]] = self.obs.view(n, self.obs_dim)
-        table[:, cols["actions"]] = self.actions.view(n, -1)
-        table[:, cols["logprobs"]] = self.logprobs.view(n)
-        table[:, cols["values"]] = self.values.view(n)
-        table[:, cols["advantages"]] = self.advantages.view(n)
-        table[:, cols["returns"]] = returns.view(n)
-
-    def shuffle(self, generator: torch.Generator | None) -> None:
-        """One random permutation of the samples for the next epoch."""
-        perm = torch.randperm(self._table.shape[0], generator=generator, device="cpu")
-        torch.index_select(self._table, 0, perm.to(self.device), out=self._shuffled)
-
-    def minibatches(self, num_minibatches: int) -> Iterator[Minibatch]:
-        """Contiguous slices of the shuffled table (call :meth:`shuffle` first)."""
-        size = self._table.shape[0] // num_minibatches
-        cols = self._cols
-        for start in range(0, size * num_minibatches, size):
-            mb = self._shuffled[start : start + size]
-            actions = mb[:, cols["actions"]]
-            yield Minibatch(
-                obs=mb[:, cols["obs"]],
-                actions=actions.squeeze(1).long() if self.action_dim == 0 else actions,
-                logprobs=mb[:, cols["logprobs"]],
-                values=mb[:, cols["values"]],
-                advantages=mb[:, cols["advantages"]],
-                returns=mb[:, cols["returns"]],
-            )

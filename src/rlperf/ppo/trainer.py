@@ -19,6 +19,14 @@ One iteration, as CleanRL's ``ppo.py`` and PufferLib's ``evaluate``/``train`` sp
 
 No ``.item()`` or other host sync happens inside ``rollout`` or ``update``: per-minibatch
 statistics are summed on the device and read once, in ``logging``.
+
+The trainer knows policies only through their protocol (``policies/base.py``) and environments
+through their :class:`~rlperf.envs.spec.EnvSpec`: a recurrent policy's state is carried from
+step to step, reset where episodes end, recorded at BPTT segment starts and checkpointed; action
+masks go from the environment to ``act`` and into the buffer; observations are stored in their
+own dtype. The update is :class:`~rlperf.ppo.update.AnalyticUpdate` when the policy offers it
+(the MLP on unmasked discrete actions, fp32, no compile) and
+:class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
 """
 
 from __future__ import annotations
@@ -30,24 +38,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 
 from rlperf.config import Config, ConfigError
 from rlperf.envs import check_env_name, make_vec
-from rlperf.policies.mlp import MLPActorCritic
+from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
+from rlperf.policies.registry import make_policy, policy_entry
 from rlperf.ppo.gae import gae
-from rlperf.ppo.loss import (
-    STAT_NAMES,
-    LossCoefs,
-    discrete_ppo_loss_and_head_grads,
-    finalize_stats,
-    normalize_advantages,
-    ppo_loss,
-)
-from rlperf.ppo.optim import FlatAdam
+from rlperf.ppo.loss import STAT_NAMES, finalize_stats, normalize_advantages
 from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
+from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
 from rlperf.run.checkpoint import (
     CHECKPOINT_NAME,
     CheckpointError,
@@ -59,6 +61,7 @@ from rlperf.run.checkpoint import (
 from rlperf.run.progress import ProgressBar
 from rlperf.run.run_dir import RunDir
 from rlperf.run.throughput import Throughput
+from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
 
 RECENT_EPISODES = 100
@@ -73,6 +76,10 @@ def _seconds_since(before_ns: dict[str, int], now_ns: dict[str, int]) -> dict[st
     }
 
 
+def _cpu(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    return None if tensor is None else tensor.cpu()
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped before saving that iteration."""
 
@@ -84,17 +91,18 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _spaces(env: gymnasium.vector.VectorEnv) -> tuple[int, int, bool]:
-    """(obs_dim, action_dim, continuous) of a vector env, or ConfigError if unsupported."""
-    obs_space, act_space = env.single_observation_space, env.single_action_space
-    if not isinstance(obs_space, gymnasium.spaces.Box):
-        raise ConfigError(f"observation space {obs_space} is not supported: need a Box")
-    obs_dim = int(np.prod(obs_space.shape))
-    if isinstance(act_space, gymnasium.spaces.Discrete):
-        return obs_dim, int(act_space.n), False
-    if isinstance(act_space, gymnasium.spaces.Box) and len(act_space.shape) == 1:
-        return obs_dim, int(act_space.shape[0]), True
-    raise ConfigError(f"action space {act_space} is not supported: need Discrete or 1-D Box")
+def check_recurrent_sizes(cfg: Config) -> None:
+    """ConfigError unless a recurrent policy's minibatches of whole env segments divide evenly."""
+    ppo, num_envs = cfg.ppo, cfg.env.num_envs
+    if num_envs % ppo.num_minibatches:
+        raise ConfigError(
+            f"policy {cfg.policy.kind!r} is recurrent: its minibatches are whole environments, "
+            f"so num_envs {num_envs} must be divisible by num_minibatches {ppo.num_minibatches}"
+        )
+    if ppo.bptt_horizon and ppo.num_steps % ppo.bptt_horizon:
+        raise ConfigError(
+            f"num_steps {ppo.num_steps} must be divisible by bptt_horizon {ppo.bptt_horizon}"
+        )
 
 
 class Trainer:
@@ -109,6 +117,9 @@ class Trainer:
     def __init__(self, cfg: Config, profiler: Profiler | None = None) -> None:
         cfg.validate()
         check_env_name(cfg.env.env)
+        entry = policy_entry(cfg.policy.kind)
+        if entry.recurrent:
+            check_recurrent_sizes(cfg)
         self.cfg = cfg
         self.device = resolve_device(cfg.run.device)
         self.prof = profiler if profiler is not None else get_profiler()
@@ -119,33 +130,53 @@ class Trainer:
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
 
-        self.env = make_vec(cfg.env.env, cfg.env.num_envs, seed=cfg.run.seed)
-        self.obs_dim, self.action_dim, self.continuous = _spaces(self.env)
-        self.policy = MLPActorCritic(
-            self.obs_dim, self.action_dim, cfg.policy.hidden_sizes, self.continuous
-        ).to(self.device)
-        self.fast_update = cfg.policy.fast_update and not self.continuous
-        self.optimizer = FlatAdam(self.policy.flat, cfg.ppo.learning_rate, eps=cfg.ppo.adam_eps)
+        self.env = make_vec(cfg.env.env, cfg.env.num_envs, seed=cfg.run.seed, **cfg.env.options)
+        obs, reset_infos = self.env.reset(seed=cfg.run.seed)
+        try:
+            self.spec = EnvSpec.from_env(self.env, reset_infos)
+        except UnsupportedSpaceError as e:
+            raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
+        self.policy = make_policy(cfg.policy, self.spec).to(self.device)
+        self.recurrent = self.policy.recurrent
+        self.has_mask = self.spec.has_mask
+        self.continuous = not self.spec.action.discrete
+        self.update_impl: AnalyticUpdate | AutogradUpdate
+        if (
+            self.policy.analytic
+            and cfg.policy.fast_update
+            and cfg.ppo.precision == "fp32"
+            and not cfg.ppo.compile
+        ):
+            self.update_impl = AnalyticUpdate(self.policy, cfg.ppo, cfg.minibatch_size)
+        else:
+            self.update_impl = AutogradUpdate(
+                self.policy, cfg.ppo, cfg.ppo.precision, cfg.ppo.compile
+            )
+        self.state = self.policy.initial_state(cfg.env.num_envs)
         self.buffer = RolloutBuffer(
             cfg.ppo.num_steps,
             cfg.env.num_envs,
-            self.obs_dim,
-            self.action_dim if self.continuous else 0,
+            self.spec,
             self.device,
+            self.state,
+            cfg.ppo.bptt_horizon,
         )
-        self._stat_rows = torch.empty(len(STAT_NAMES), cfg.minibatch_size, device=self.device)
-        self.coefs = LossCoefs(
-            cfg.ppo.clip_coef, cfg.ppo.clip_vloss, cfg.ppo.ent_coef, cfg.ppo.vf_coef
-        )
+        if self.recurrent:
+            self.sampler = SegmentSampler(self.buffer)
+        elif self.spec.flat_obs and self.buffer.obs.dtype == torch.float32 and not self.has_mask:
+            self.sampler = PackedTableSampler(self.buffer)
+        else:
+            self.sampler = RowSampler(self.buffer)
         # Sampling on the device, shuffling on the host (randperm's generator must be CPU).
         self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.run.seed)
         self.shuffle_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
         if self.continuous:
-            low, high = self.env.single_action_space.low, self.env.single_action_space.high
-            self._action_low, self._action_high = low, high
+            self._action_low = np.asarray(self.spec.action.low, dtype=np.float32)
+            self._action_high = np.asarray(self.spec.action.high, dtype=np.float32)
 
-        obs, _ = self.env.reset(seed=cfg.run.seed)
         self.buffer.write_obs(self.buffer.num_steps, obs)
+        if self.has_mask:
+            self.buffer.write_mask(self.buffer.num_steps, read_action_mask(self.env, reset_infos))
         self.iteration = 0
         self.global_step = 0
         self.episodes = 0
@@ -160,27 +191,40 @@ class Trainer:
         """Fill the rollout buffer with num_steps steps of every environment."""
         buf, env, policy, sec = self.buffer, self.env, self.policy, self.prof.section
         on_cpu = self.device.type == "cpu"
-        buf.obs[0] = buf.next_obs
+        recurrent, has_mask = self.recurrent, self.has_mask
+        buf.start_rollout()
         obs_t = buf.obs[0]
+        done_t = buf.dones[0] if recurrent else None
+        mask_t = buf.masks[0] if has_mask else None
+        state = self.state
         with torch.inference_mode():
             for t in range(buf.num_steps):
-                with sec("policy_forward"):
-                    actions, logprobs, values = policy.act(obs_t, self.sample_gen)
-                with sec("device_to_host"):
+                if recurrent:
+                    buf.store_state(t, state)
+                with sec(names.POLICY_FORWARD):
+                    actions, logprobs, values, state = policy.act(
+                        obs_t, state, done_t, mask_t, self.sample_gen
+                    )
+                with sec(names.DEVICE_TO_HOST):
                     # CUDA: the one device->host copy of a step (and its sync point).
                     actions_host = actions.numpy() if on_cpu else actions.cpu().numpy()
                     if self.continuous:
                         actions_host = np.clip(actions_host, self._action_low, self._action_high)
-                with sec("env_step"):
+                with sec(names.ENV_STEP):
                     next_obs, rewards, terminations, truncations, infos = env.step(actions_host)
                     if infos and "_episode" in infos:
                         self._record_episodes(infos)
-                with sec("buffer_store"):
+                with sec(names.BUFFER_STORE):
                     buf.store_step(t, actions, logprobs, values, rewards, terminations, truncations)
                     obs_t = buf.write_obs(t + 1, next_obs)
+                    if recurrent:
+                        done_t = buf.write_done(t + 1, terminations | truncations)
+                    if has_mask:
+                        mask_t = buf.write_mask(t + 1, read_action_mask(env, infos))
                 if infos and "_final_obs" in infos and truncations.any():
-                    with sec("truncation_bootstrap"):
-                        self._bootstrap_truncated(t, infos, terminations, truncations)
+                    with sec(names.TRUNCATION_BOOTSTRAP):
+                        self._bootstrap_truncated(t, infos, terminations, truncations, state)
+        self.state = state
         self.global_step += buf.num_steps * buf.num_envs
 
     def _record_episodes(self, infos: dict[str, Any]) -> None:
@@ -192,102 +236,73 @@ class Trainer:
         self.episodes += len(returns)
 
     def _bootstrap_truncated(
-        self, t: int, infos: dict[str, Any], terminations: np.ndarray, truncations: np.ndarray
+        self,
+        t: int,
+        infos: dict[str, Any],
+        terminations: np.ndarray,
+        truncations: np.ndarray,
+        state: tuple[torch.Tensor, ...],
     ) -> None:
         # V(final obs) of the truncated rows only: evaluating all N rows and masking cost
         # ~0.4 ms per step at 1024 envs (two tanh passes over 1024x64), for a handful of rows.
+        # A recurrent policy sees the final observation with the state that followed the
+        # step's own observation (not yet reset: the episode has not started over for it).
         rows = np.flatnonzero(truncations & ~terminations)
         if rows.size == 0:
             return
-        final_obs = np.asarray(infos["final_obs"], dtype=np.float32).reshape(len(truncations), -1)
+        final_obs = np.asarray(infos["final_obs"], dtype=self.spec.obs_dtype)
         obs_rows = torch.from_numpy(final_obs[rows]).to(self.device)
         index = torch.from_numpy(rows).to(self.device)
-        self.buffer.bootstrap_values[t, index] = self.policy.value(obs_rows)
+        state_rows = tuple(s[index] for s in state)
+        self.buffer.bootstrap_values[t, index] = self.policy.value(obs_rows, state_rows, None)
 
     def compute_advantages(self) -> None:
         """GAE over the buffer into ``buf.advantages`` (returns are advantages + values)."""
         buf, ppo = self.buffer, self.cfg.ppo
         with torch.inference_mode():
-            last_value = self.policy.value(buf.next_obs)
+            last_value = self.policy.value(buf.next_obs, self.state, buf.next_done)
         if self.device.type == "cpu":
             # numpy views of the same memory: the T-step recursion is ~4x cheaper per op.
-            gae(
-                buf.rewards_host,
-                buf.values.numpy(),
-                last_value.numpy(),
-                buf.terminations_host,
-                buf.truncations_host,
-                buf.bootstrap_values.numpy(),
-                ppo.gamma,
-                ppo.gae_lambda,
-                buf.advantages.numpy(),
-            )
+            rewards, terminations, truncations = (
+                buf.rewards_host, buf.terminations_host, buf.truncations_host
+            )  # fmt: skip
+            values, bootstrap = buf.values.numpy(), buf.bootstrap_values.numpy()
+            last_value, out = last_value.numpy(), buf.advantages.numpy()
         else:
             rewards, terminations, truncations = buf.finish()  # one host->device copy each
-            gae(
-                rewards,
-                buf.values,
-                last_value,
-                terminations,
-                truncations,
-                buf.bootstrap_values,
-                ppo.gamma,
-                ppo.gae_lambda,
-                buf.advantages,
-            )
+            values, bootstrap, out = buf.values, buf.bootstrap_values, buf.advantages
+        gae(
+            rewards=rewards,
+            values=values,
+            last_value=last_value,
+            terminations=terminations,
+            truncations=truncations,
+            bootstrap_values=bootstrap,
+            gamma=ppo.gamma,
+            gae_lambda=ppo.gae_lambda,
+            out=out,
+        )
         buf.bootstrap_values.zero_()
 
     def update(self) -> torch.Tensor:
         """update_epochs passes of minibatch PPO updates; returns mean stats (STAT_NAMES)."""
-        cfg, buf, policy, sec = self.cfg, self.buffer, self.policy, self.prof.section
+        cfg, sec, impl = self.cfg, self.prof.section, self.update_impl
         ppo = cfg.ppo
         if ppo.anneal_lr:
             frac = 1.0 - (self.iteration - 1.0) / max(cfg.num_iterations, 1)
-            self.optimizer.lr = frac * ppo.learning_rate
+            impl.lr = frac * ppo.learning_rate
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
-        grad = policy.flat.grad
-        with sec("minibatch_prep"):
-            buf.build_table(buf.advantages + buf.values)
+        with sec(names.MINIBATCH_PREP):
+            self.sampler.prepare()
         for _ in range(ppo.update_epochs):
-            with sec("minibatch_prep"):
-                buf.shuffle(self.shuffle_gen)
-                minibatches = list(buf.minibatches(ppo.num_minibatches))
+            with sec(names.MINIBATCH_PREP):
+                minibatches = self.sampler.epoch(ppo.num_minibatches, self.shuffle_gen)
             for mb in minibatches:
-                with sec("minibatch_prep"):
+                with sec(names.MINIBATCH_PREP):
                     adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
-                if self.fast_update:
-                    with sec("loss"):
-                        logits, newvalue, cache = policy.forward_train(mb.obs)
-                        stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
-                            logits, newvalue, mb.actions, mb.logprobs, adv, mb.returns,
-                            mb.values, self.coefs, *policy.output_grad_views(len(adv)),
-                            self._stat_rows,
-                        )  # fmt: skip
-                    with sec("backward"):
-                        policy.backward(cache, grad_logits, grad_value)
-                        self._clip_grad(grad)
-                else:
-                    with sec("loss"):
-                        newlogprob, entropy, newvalue = policy.evaluate(mb.obs, mb.actions)
-                        loss, stats = ppo_loss(
-                            newlogprob, entropy, newvalue, mb.logprobs, adv, mb.returns,
-                            mb.values, self.coefs,
-                        )  # fmt: skip
-                    with sec("backward"):
-                        grad.zero_()
-                        loss.backward()
-                        self._clip_grad(grad)
-                with sec("optimizer_step"):
-                    self.optimizer.step()
-                stats_sum += stats
+                stats_sum += impl.gradients(mb, adv, self.prof)
+                impl.apply(self.prof)
         return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
-
-    def _clip_grad(self, grad: torch.Tensor) -> None:
-        # clip_grad_norm_'s arithmetic on the one flat gradient, without reading the norm.
-        max_norm = self.cfg.ppo.max_grad_norm
-        if max_norm > 0:
-            norm = torch.linalg.vector_norm(grad)
-            grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
 
     # -- the loop ------------------------------------------------------------------------
     def mean_recent_return(self) -> float | None:
@@ -318,14 +333,15 @@ class Trainer:
         try:
             while self.iteration < cfg.num_iterations:
                 self.iteration += 1
-                with sec("rollout"):
+                with sec(names.ROLLOUT):
                     self.collect()
-                with sec("gae"):
+                with sec(names.GAE):
                     self.compute_advantages()
-                with sec("update"):
+                with sec(names.UPDATE):
                     stats = self.update()
-                with sec("logging"):
-                    stats_row = finalize_stats(stats.tolist(), self.coefs)  # one host sync
+                with sec(names.LOGGING):
+                    # The one host sync of an iteration.
+                    stats_row = finalize_stats(stats.tolist(), self.update_impl.coefs)
                     if not all(math.isfinite(v) for v in stats_row.values()):
                         raise NonFiniteLossError(
                             f"non-finite loss at iteration {self.iteration} "
@@ -341,7 +357,7 @@ class Trainer:
                         "sps_cumulative": meter.cumulative_sps(),
                         "mean_return": self.mean_recent_return(),
                         "episodes": self.episodes,
-                        "learning_rate": self.optimizer.lr,
+                        "learning_rate": self.update_impl.lr,
                         **stats_row,
                         "sections_s": _seconds_since(last_sections, now_sections),
                     }
@@ -353,7 +369,7 @@ class Trainer:
                 if out is not None and (
                     (every and self.iteration % every == 0) or self.iteration == cfg.num_iterations
                 ):
-                    with sec("checkpoint"):
+                    with sec(names.CHECKPOINT):
                         self._prior_steps, self._prior_s = meter.counted_steps, meter.counted_s
                         self.save(Path(out.path) / CHECKPOINT_NAME)
                 for callback in self.callbacks:
@@ -391,6 +407,8 @@ class Trainer:
             "sections": _seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
             "interrupted": self.interrupted,
             "env": self.cfg.env.env,
+            "policy": self.cfg.policy.kind,
+            "update": type(self.update_impl).__name__,
             "device": str(self.device),
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
@@ -407,11 +425,14 @@ class Trainer:
                 "iteration": self.iteration,
                 "global_step": self.global_step,
                 "policy": self.policy.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
+                "optimizer": self.update_impl.state_dict(),
                 "sample_rng": self.sample_gen.get_state(),
                 "shuffle_rng": self.shuffle_gen.get_state(),
                 "env": to_tensors(get_env_state()) if get_env_state else None,
                 "next_obs": self.buffer.next_obs.cpu(),
+                "next_done": _cpu(self.buffer.next_done),
+                "next_mask": _cpu(self.buffer.next_mask),
+                "policy_state": [s.cpu() for s in self.state],
                 "episodes": self.episodes,
                 "recent_returns": list(self.recent_returns),
                 "recent_lengths": list(self.recent_lengths),
@@ -424,13 +445,21 @@ class Trainer:
         """Restore a checkpoint made by :meth:`save` into this (identically configured) trainer."""
         try:
             self.policy.load_state_dict(payload["policy"])
-            self.optimizer.load_state_dict(payload["optimizer"])
+            self.update_impl.load_state_dict(payload["optimizer"])
             self.sample_gen.set_state(payload["sample_rng"])
             self.shuffle_gen.set_state(payload["shuffle_rng"])
             set_env_state = getattr(self.env, "set_state", None)
             if payload["env"] is not None and set_env_state is not None:
                 set_env_state(to_numpy(payload["env"]))
                 self.buffer.next_obs.copy_(payload["next_obs"])
+                if self.buffer.next_mask is not None:
+                    self.buffer.next_mask.copy_(payload["next_mask"])
+                if self.recurrent:
+                    self.buffer.next_done.copy_(payload["next_done"])
+                    saved = payload["policy_state"]
+                    if len(saved) != len(self.state):
+                        raise ValueError("policy state does not match the policy")
+                    self.state = tuple(s.to(self.device) for s in saved)
             self.iteration = int(payload["iteration"])
             self.global_step = int(payload["global_step"])
             self.episodes = int(payload["episodes"])

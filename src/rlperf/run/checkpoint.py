@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
-CHECKPOINT_FORMAT = "rlperf.checkpoint/2"  # 2: output layer stored transposed
+CHECKPOINT_FORMAT = "rlperf.checkpoint/3"  # 3: any policy, its recurrent state, env options
 
 
 class CheckpointError(ValueError):

@@ -1,0 +1,83 @@
+"""Observation encoders shared by the policies: an MLP for flat vectors, a CNN for images.
+
+Image observations arrive as ``uint8`` ``(B, C, H, W)`` (the rollout buffer keeps them that
+way: a quarter of the memory and of the host-to-device traffic of float32) and are scaled to
+[0, 1] here, on the training device.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from rlperf.envs.spec import EnvSpec
+from rlperf.policies.base import orthogonal_
+
+# Images at least this large get the Nature-DQN stack (8x8/4, 4x4/2, 3x3/1); smaller ones
+# (grid windows, small boards) get 3x3 convolutions that keep every cell.
+NATURE_MIN_SIZE = 36
+
+
+class MLPEncoder(nn.Sequential):
+    """``Linear + Tanh`` per hidden width; ``features`` is the last width."""
+
+    def __init__(self, in_dim: int, hidden_sizes: tuple[int, ...]) -> None:
+        layers: list[nn.Module] = []
+        for width in hidden_sizes:
+            layers += [orthogonal_(nn.Linear(in_dim, width), math.sqrt(2)), nn.Tanh()]
+            in_dim = width
+        super().__init__(*layers)
+        self.features = in_dim
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return super().forward(obs.flatten(1).float())
+
+
+class CNNEncoder(nn.Module):
+    """Convolutions + ReLU, flattened, then one ``Linear + ReLU`` to ``features`` units.
+
+    Args:
+        obs_shape: ``(C, H, W)``.
+        channels: output channels of each convolution (3 for the Nature stack; any number of
+            3x3 layers for small images).
+        features: width of the final linear layer.
+    """
+
+    def __init__(
+        self, obs_shape: tuple[int, ...], channels: tuple[int, ...], features: int
+    ) -> None:
+        super().__init__()
+        c, h, w = obs_shape
+        convs: list[nn.Module] = []
+        if min(h, w) >= NATURE_MIN_SIZE:
+            if len(channels) != 3:
+                raise ValueError(f"the image CNN takes 3 conv layers, got channels {channels}")
+            geometry = ((8, 4, 0), (4, 2, 0), (3, 1, 0))
+        else:
+            geometry = tuple((3, 1, 1) for _ in channels)
+        for out, (k, stride, pad) in zip(channels, geometry, strict=True):
+            convs += [orthogonal_(nn.Conv2d(c, out, k, stride, pad), math.sqrt(2)), nn.ReLU()]
+            c = out
+        self.convs = nn.Sequential(*convs, nn.Flatten())
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
+        self.fc = nn.Sequential(orthogonal_(nn.Linear(flat, features), math.sqrt(2)), nn.ReLU())
+        self.features = features
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float().mul_(1.0 / 255.0) if obs.dtype == torch.uint8 else obs.float()
+        return self.fc(self.convs(x))
+
+
+def make_encoder(
+    spec: EnvSpec,
+    hidden_sizes: tuple[int, ...],
+    cnn_channels: tuple[int, ...],
+    cnn_features: int,
+) -> MLPEncoder | CNNEncoder:
+    """A CNN for (C, H, W) observations, an MLP for flat ones."""
+    if spec.image_obs:
+        return CNNEncoder(spec.obs_shape, cnn_channels, cnn_features)
+    return MLPEncoder(math.prod(spec.obs_shape), hidden_sizes)

@@ -1,0 +1,100 @@
+"""Policy registry: ``--policy NAME`` (config ``policy.kind``) to a policy built for an env.
+
+Each entry says which observations it takes, so a mismatch is a one-line error before any
+training, not a shape error in the first matmul. A new policy (the ConvLSTM of the RGB
+environment, say) is one more :func:`register_policy` call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rlperf.config import ConfigError, PolicyConfig
+from rlperf.envs.spec import EnvSpec
+from rlperf.policies.base import ActorCritic
+
+FLAT, IMAGE, ANY = "flat", "image", "any"
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """How to build a policy, and what it can take.
+
+    Attributes:
+        build: ``build(spec, policy_config) -> ActorCritic``.
+        recurrent: carries state across steps (segment minibatches, BPTT).
+        observations: ``"flat"`` (1-D), ``"image"`` ((C, H, W)) or ``"any"``.
+        summary: one line for ``--help`` and error messages.
+    """
+
+    build: Callable[[EnvSpec, PolicyConfig], ActorCritic]
+    recurrent: bool
+    observations: str
+    summary: str
+
+
+def _mlp(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
+    from rlperf.policies.mlp import MLPActorCritic
+
+    return MLPActorCritic(spec, cfg.hidden_sizes)
+
+
+def _lstm(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
+    from rlperf.policies.lstm import LSTMActorCritic
+
+    return LSTMActorCritic(
+        spec, cfg.hidden_sizes, cfg.lstm_hidden_size, cfg.cnn_channels, cfg.cnn_features
+    )
+
+
+def _cnn(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
+    from rlperf.policies.cnn import CNNActorCritic
+
+    return CNNActorCritic(spec, cfg.cnn_channels, cfg.cnn_features)
+
+
+_POLICIES: dict[str, PolicyEntry] = {
+    "mlp": PolicyEntry(_mlp, False, FLAT, "stacked actor-critic MLP (analytic fast update)"),
+    "lstm": PolicyEntry(_lstm, True, ANY, "MLP or CNN encoder, LSTM, actor and critic heads"),
+    "cnn": PolicyEntry(_cnn, False, IMAGE, "convolutional encoder for (C, H, W) images"),
+}
+
+
+def register_policy(name: str, entry: PolicyEntry) -> None:
+    """Make ``entry`` available as ``--policy name``."""
+    _POLICIES[name] = entry
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES)
+
+
+def policy_entry(kind: str) -> PolicyEntry:
+    """The entry for ``kind``; ConfigError naming the choices if there is none."""
+    entry = _POLICIES.get(kind)
+    if entry is None:
+        raise ConfigError(f"unknown policy {kind!r}: choose one of {', '.join(policy_names())}")
+    return entry
+
+
+def make_policy(cfg: PolicyConfig, spec: EnvSpec) -> ActorCritic:
+    """Build policy ``cfg.kind`` for ``spec``; ConfigError when it cannot take the observations."""
+    entry = policy_entry(cfg.kind)
+    if entry.observations == FLAT and not spec.flat_obs:
+        hint = "--policy cnn or --policy lstm" if spec.image_obs else "--policy lstm"
+        raise ConfigError(
+            f"policy {cfg.kind!r} takes flat observations, the env gives "
+            f"{spec.describe_obs()}: use {hint}"
+        )
+    if entry.observations == IMAGE and not spec.image_obs:
+        raise ConfigError(
+            f"policy {cfg.kind!r} takes (C, H, W) image observations, the env gives "
+            f"{spec.describe_obs()}: use --policy mlp or --policy lstm"
+        )
+    if entry.observations == ANY and not (spec.flat_obs or spec.image_obs):
+        raise ConfigError(
+            f"policy {cfg.kind!r} takes flat or (C, H, W) observations, the env gives "
+            f"{spec.describe_obs()}"
+        )
+    return entry.build(spec, cfg)

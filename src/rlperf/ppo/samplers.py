@@ -1,0 +1,193 @@
+"""Minibatches from a filled :class:`~rlperf.ppo.rollout.RolloutBuffer`, three ways.
+
+Every minibatch has the same form, :class:`Minibatch`: ``(T, B, ...)`` sequences. Feed-forward
+policies get ``T = 1`` rows; recurrent ones get segments of whole environments.
+
+- :class:`PackedTableSampler`: flat float observations, no mask, feed-forward (CartPole's MLP).
+  Every per-sample quantity is packed into one ``(T*N, C)`` float table, so shuffling an epoch
+  is one ``index_select`` and each minibatch a contiguous slice of it: the fastest layout when a
+  sample is a few floats.
+- :class:`RowSampler`: any other feed-forward case (uint8 images, masks, MultiDiscrete actions):
+  one permutation per epoch, each minibatch an ``index_select`` of each stored tensor, in its
+  own dtype.
+- :class:`SegmentSampler`: recurrent policies. The rollout is cut into segments of
+  ``bptt_horizon`` steps of one environment (the whole rollout by default); a minibatch is a set
+  of segments, a ``(H, S)`` slice each with the state recorded at its start during collection,
+  as in CleanRL's ``ppo_atari_lstm.py``. Gradients flow back at most H steps (truncated BPTT).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlperf.ppo.rollout import RolloutBuffer
+
+
+@dataclass
+class Minibatch:
+    """One minibatch as ``(T, B, ...)`` sequences (``T = 1`` for feed-forward policies).
+
+    ``dones`` and ``state0`` are for recurrent policies (None and ``()`` otherwise); ``masks``
+    is None when the environment has no action mask.
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    dones: torch.Tensor | None = None
+    masks: torch.Tensor | None = None
+    state0: tuple[torch.Tensor, ...] = ()
+
+
+def _perm(n: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    # randperm's generator must be a CPU one; the permutation then moves to the device.
+    return torch.randperm(n, generator=generator, device="cpu").to(device)
+
+
+class PackedTableSampler:
+    """Shuffled rows of one packed float table (see the module docstring)."""
+
+    def __init__(self, buf: RolloutBuffer) -> None:
+        spec = buf.spec
+        if not spec.flat_obs or buf.obs.dtype != torch.float32 or buf.masks is not None:
+            raise ValueError("the packed table takes flat float32 observations without masks")
+        self.buf = buf
+        n = buf.num_steps * buf.num_envs
+        obs_dim = spec.obs_shape[0]
+        act_cols = 1 if spec.action.kind == "discrete" else spec.action.dim
+        self._table = torch.zeros((n, obs_dim + act_cols + 4), device=buf.device)
+        self._shuffled = torch.zeros_like(self._table)
+        c = obs_dim + act_cols
+        self._cols = {
+            "obs": slice(0, obs_dim),
+            "actions": slice(obs_dim, c),
+            "logprobs": c,
+            "values": c + 1,
+            "advantages": c + 2,
+            "returns": c + 3,
+        }
+        self._discrete = spec.action.discrete
+        self._squeeze_actions = spec.action.kind == "discrete"
+
+    def prepare(self) -> None:
+        """Pack everything the update reads (after GAE wrote the advantages)."""
+        buf, table, cols = self.buf, self._table, self._cols
+        n = table.shape[0]
+        table[:, cols["obs"]] = buf.obs.view(n, -1)
+        table[:, cols["actions"]] = buf.actions.view(n, -1)
+        table[:, cols["logprobs"]] = buf.logprobs.view(n)
+        table[:, cols["values"]] = buf.values.view(n)
+        table[:, cols["advantages"]] = buf.advantages.view(n)
+        torch.add(buf.advantages.view(n), buf.values.view(n), out=table[:, cols["returns"]])
+
+    def epoch(self, num_minibatches: int, generator: torch.Generator | None) -> list[Minibatch]:
+        """Shuffle once, then contiguous slices of the shuffled table."""
+        perm = _perm(self._table.shape[0], generator, self.buf.device)
+        torch.index_select(self._table, 0, perm, out=self._shuffled)
+        size = self._table.shape[0] // num_minibatches
+        cols, out = self._cols, []
+        for start in range(0, size * num_minibatches, size):
+            mb = self._shuffled[start : start + size]
+            actions = mb[:, cols["actions"]]
+            if self._discrete:
+                actions = actions.long()
+            if self._squeeze_actions:
+                actions = actions.squeeze(1)
+            out.append(
+                Minibatch(
+                    obs=mb[:, cols["obs"]].unsqueeze(0),
+                    actions=actions.unsqueeze(0),
+                    logprobs=mb[:, cols["logprobs"]].unsqueeze(0),
+                    values=mb[:, cols["values"]].unsqueeze(0),
+                    advantages=mb[:, cols["advantages"]].unsqueeze(0),
+                    returns=mb[:, cols["returns"]].unsqueeze(0),
+                )
+            )
+        return out
+
+
+class RowSampler:
+    """Shuffled rows, gathered from each stored tensor in its own dtype."""
+
+    def __init__(self, buf: RolloutBuffer) -> None:
+        self.buf = buf
+        self._returns = torch.zeros_like(buf.advantages)
+
+    def prepare(self) -> None:
+        torch.add(self.buf.advantages, self.buf.values, out=self._returns)
+
+    def epoch(self, num_minibatches: int, generator: torch.Generator | None) -> list[Minibatch]:
+        buf = self.buf
+        n = buf.num_steps * buf.num_envs
+        perm = _perm(n, generator, buf.device)
+        size = n // num_minibatches
+
+        def rows(x: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
+            return None if x is None else x.flatten(0, 1).index_select(0, idx).unsqueeze(0)
+
+        out = []
+        for start in range(0, size * num_minibatches, size):
+            idx = perm[start : start + size]
+            out.append(
+                Minibatch(
+                    obs=rows(buf.obs, idx),
+                    actions=rows(buf.actions, idx),
+                    logprobs=rows(buf.logprobs, idx),
+                    values=rows(buf.values, idx),
+                    advantages=rows(buf.advantages, idx),
+                    returns=rows(self._returns, idx),
+                    masks=rows(buf.masks, idx),
+                )
+            )
+        return out
+
+
+class SegmentSampler:
+    """Minibatches of whole ``(H, S)`` environment segments for recurrent policies."""
+
+    def __init__(self, buf: RolloutBuffer) -> None:
+        if not buf.recurrent:
+            raise ValueError("segment minibatches need a recurrent policy's buffer")
+        self.buf = buf
+        self._returns = torch.zeros_like(buf.advantages)
+
+    def prepare(self) -> None:
+        torch.add(self.buf.advantages, self.buf.values, out=self._returns)
+
+    def epoch(self, num_minibatches: int, generator: torch.Generator | None) -> list[Minibatch]:
+        buf = self.buf
+        h, n = buf.horizon, buf.num_envs
+        k = buf.num_steps // h
+        perm = _perm(k * n, generator, buf.device)
+        size = (k * n) // num_minibatches
+
+        def segments(x: torch.Tensor | None, seg: torch.Tensor, env: torch.Tensor):
+            if x is None:
+                return None
+            # (T, N, ...) -> (K, H, N, ...); pick (segment, env) pairs -> (S, H, ...) -> (H, S).
+            picked = x.view(k, h, n, *x.shape[2:])[seg, :, env]
+            return picked.transpose(0, 1).contiguous()
+
+        out = []
+        for start in range(0, size * num_minibatches, size):
+            idx = perm[start : start + size]
+            seg, env = idx // n, idx % n
+            out.append(
+                Minibatch(
+                    obs=segments(buf.obs, seg, env),
+                    actions=segments(buf.actions, seg, env),
+                    logprobs=segments(buf.logprobs, seg, env),
+                    values=segments(buf.values, seg, env),
+                    advantages=segments(buf.advantages, seg, env),
+                    returns=segments(self._returns, seg, env),
+                    dones=segments(buf.dones, seg, env),
+                    masks=segments(buf.masks, seg, env),
+                    state0=tuple(s[seg, env] for s in buf.states),
+                )
+            )
+        return out
