@@ -8,7 +8,15 @@ import math
 
 import pytest
 
-from rlperf.config import PRESETS, Config, ConfigError, field_index, preset, set_field
+from rlperf.config import (
+    PRESETS,
+    Config,
+    ConfigError,
+    field_index,
+    parse_env_options,
+    preset,
+    set_field,
+)
 
 
 def with_field(section: str, name: str, value) -> Config:
@@ -176,7 +184,52 @@ def test_field_index_is_flat_complete_and_documented() -> None:
         for section in dataclasses.fields(Config)
         for f in dataclasses.fields(getattr(Config(), section.name))
     }
-    assert set(index) == expected, "field names are unique across sections (one flag each)"
+    assert set(index) == expected
+    assert len(index) == sum(len(dataclasses.fields(getattr(Config(), s.name)))
+                             for s in dataclasses.fields(Config)), "one flag per field"  # fmt: skip
     for name, (section, f) in index.items():
         assert hasattr(getattr(Config(), section), name)
         assert f.metadata.get("help"), f"{name} has help text"
+
+
+def test_a_field_name_in_two_sections_fails_loudly() -> None:
+    @dataclasses.dataclass
+    class First:
+        seed: int = 1
+
+    @dataclasses.dataclass
+    class Second:
+        seed: int = 2
+
+    @dataclasses.dataclass
+    class Clashing:
+        first: First = dataclasses.field(default_factory=First)
+        second: Second = dataclasses.field(default_factory=Second)
+
+    with pytest.raises(RuntimeError, match="'seed' is in both first and second"):
+        field_index(Clashing)
+
+
+@pytest.mark.parametrize(
+    "items, expected",
+    [
+        (["observe=position"], {"observe": "position"}),
+        (
+            ["n=3", "x=0.5", "flag=true", "off=False"],
+            {"n": 3, "x": 0.5, "flag": True, "off": False},
+        ),
+        (["path=a=b"], {"path": "a=b"}),
+        (["n=1", "n=2"], {"n": 2}),
+    ],
+)
+def test_env_options_parse_into_typed_values(items, expected) -> None:
+    assert parse_env_options(items) == expected
+    cfg = Config()
+    set_field(cfg, "env", "options", items)
+    assert cfg.env.options == expected
+
+
+@pytest.mark.parametrize("item", ["observe", "=3", ""])
+def test_malformed_env_options_are_one_line_errors(item: str) -> None:
+    with pytest.raises(ConfigError, match="--env-option takes KEY=VALUE"):
+        parse_env_options([item])

@@ -75,7 +75,7 @@ class PolicyConfig:
     hidden_sizes: tuple[int, ...] = _f(
         (64, 64), "hidden layer widths of the MLP (actor and critic; lstm: its encoder)"
     )
-    lstm_hidden_size: int = _f(128, "LSTM state size (lstm)")
+    lstm_hidden_size: int = _f(64, "LSTM state size (lstm)")
     cnn_channels: tuple[int, ...] = _f((32, 64, 64), "conv channels per layer (cnn, image lstm)")
     cnn_features: int = _f(256, "width of the linear layer after the convolutions")
     fast_update: bool = _f(
@@ -245,10 +245,14 @@ def set_field(cfg: Config, section_name: str, key: str, value: Any) -> None:
     setattr(section, key, value)
 
 
-def field_index() -> dict[str, tuple[str, dataclasses.Field]]:
-    """Flat field name -> (section name, field), for building the command line."""
+def field_index(config_cls: type | None = None) -> dict[str, tuple[str, dataclasses.Field]]:
+    """Flat field name -> (section name, field), for building the command line.
+
+    Raises:
+        RuntimeError: a field name appears in two sections (checked at import, below).
+    """
     index: dict[str, tuple[str, dataclasses.Field]] = {}
-    for section_field in dataclasses.fields(Config):
+    for section_field in dataclasses.fields(config_cls or Config):
         for f in dataclasses.fields(section_field.default_factory()):  # type: ignore[misc]
             if f.name in index:
                 # One flag per name: a clash would silently make one field unreachable.
@@ -258,6 +262,10 @@ def field_index() -> dict[str, tuple[str, dataclasses.Field]]:
                 )
             index[f.name] = (section_field.name, f)
     return index
+
+
+# Fail at import, not when a flag silently shadows another.
+field_index()
 
 
 def flag_name(name: str) -> str:

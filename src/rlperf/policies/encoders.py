@@ -32,7 +32,7 @@ class MLPEncoder(nn.Sequential):
         self.features = in_dim
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return super().forward(obs.flatten(1).float())
+        return super().forward(obs.flatten(1).to(self[0].weight.dtype))
 
 
 class CNNEncoder(nn.Module):
@@ -67,7 +67,9 @@ class CNNEncoder(nn.Module):
         self.features = features
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float().mul_(1.0 / 255.0) if obs.dtype == torch.uint8 else obs.float()
+        x = obs.to(self.fc[0].weight.dtype)
+        if obs.dtype == torch.uint8:
+            x = x.mul_(1.0 / 255.0)
         return self.fc(self.convs(x))
 
 

@@ -52,26 +52,37 @@ class LSTMUnroll(torch.autograd.Function):
     def forward(ctx, xproj, keep, h0, c0, w_hh):  # type: ignore[no-untyped-def]
         t_len, b, four_h = xproj.shape
         hid = four_h // 4
+        g_block = slice(2 * hid, 3 * hid)
         resets = _reset_steps(keep)
-        acts = torch.empty_like(xproj)  # sigmoid of every gate (the g block unused)
-        gs = xproj.new_empty(t_len, b, hid)  # tanh of the g block
+        # tanh(z) = 2 sigmoid(2 z) - 1: with the g block of the inputs and of W_hh doubled, one
+        # sigmoid over all four gates serves the cell gate too. (tanh on the g block, a strided
+        # view, takes ~25 us at 16 x 128 on this CPU against ~3 us for the affine fix-up.)
+        zx = xproj.clone()
+        zx[:, :, g_block] *= 2.0
+        w2 = w_hh.clone()
+        w2[g_block] *= 2.0
+        w_t = w2.T
+        acts = torch.empty_like(xproj)  # sigmoid of every gate (the g block: of 2 z_g)
+        gs = xproj.new_empty(t_len, b, hid)  # tanh(z_g)
         cs, tc, hs = torch.empty_like(gs), torch.empty_like(gs), torch.empty_like(gs)
-        w_t = w_hh.T
+        neg_one = xproj.new_tensor(-1.0)
         h, c = h0, c0
-        # Per-step views made once (unbind): indexing inside the loop costs ~1 us a view.
+        # Per-step views made once (unbind): a slice inside the loop costs 1.5-3.5 us each.
         steps = zip(
-            xproj.unbind(0), keep.unbind(0), acts.unbind(0), gs.unbind(0), cs.unbind(0),
-            tc.unbind(0), hs.unbind(0), resets, strict=True,
+            zx.unbind(0), keep.unbind(0), acts.unbind(0), acts[:, :, :hid].unbind(0),
+            acts[:, :, hid : 2 * hid].unbind(0), acts[:, :, g_block].unbind(0),
+            acts[:, :, 3 * hid :].unbind(0), gs.unbind(0), cs.unbind(0), tc.unbind(0),
+            hs.unbind(0), resets, strict=True,
         )  # fmt: skip
-        for x_t, k_t, a, g_t, c_t, tc_t, hs_t, reset in steps:
+        for x_t, k_t, a, i_t, f_t, sg_t, o_t, g_t, c_t, tc_t, hs_t, reset in steps:
             if reset:
                 h, c = h * k_t, c * k_t
             torch.addmm(x_t, h, w_t, out=a)
-            torch.tanh(a[:, 2 * hid : 3 * hid], out=g_t)
             a.sigmoid_()
-            c = torch.addcmul(a[:, hid : 2 * hid] * c, a[:, :hid], g_t, out=c_t)
+            torch.add(neg_one, sg_t, alpha=2.0, out=g_t)
+            c = torch.addcmul(f_t * c, i_t, g_t, out=c_t)
             torch.tanh(c, out=tc_t)
-            h = torch.mul(a[:, 3 * hid :], tc_t, out=hs_t)
+            h = torch.mul(o_t, tc_t, out=hs_t)
         ctx.resets = resets
         ctx.save_for_backward(acts, gs, cs, tc, hs, keep, h0, c0, w_hh)
         return hs
@@ -98,19 +109,25 @@ class LSTMUnroll(torch.autograd.Function):
         grad_z = torch.empty_like(acts)
         gz4 = grad_z.view(t_len, b, 4, hid)
         grad_hs = grad_hs.contiguous()
+        steps = list(zip(
+            grad_hs.unbind(0), o_dtanh.unbind(0), mult[:, :, :3].unbind(0),
+            mult[:, :, 3].unbind(0), gz4[:, :, :3].unbind(0), gz4[:, :, 3].unbind(0),
+            grad_z.unbind(0), keep.unbind(0), f_keep.unbind(0), resets, strict=True,
+        ))  # fmt: skip
         dh = grad_hs[t_len - 1]
         dc = torch.zeros_like(dh)
         for t in range(t_len - 1, -1, -1):
-            dc = torch.addcmul(dc, dh, o_dtanh[t])
-            torch.mul(dc.unsqueeze(1), mult[t, :, :3], out=gz4[t, :, :3])
-            torch.mul(dh, mult[t, :, 3], out=gz4[t, :, 3])
+            _, odt_t, m3_t, mo_t, gz3_t, gzo_t, gz_t, k_t, fk_t, reset = steps[t]
+            dc = torch.addcmul(dc, dh, odt_t)
+            torch.mul(dc.unsqueeze(1), m3_t, out=gz3_t)
+            torch.mul(dh, mo_t, out=gzo_t)
             if t == 0:
-                dh = torch.mm(grad_z[0], w_hh).mul_(keep[0])
-            elif resets[t]:
-                dh = torch.mm(grad_z[t], w_hh).mul_(keep[t]).add_(grad_hs[t - 1])
+                dh = torch.mm(gz_t, w_hh).mul_(k_t)
+            elif reset:
+                dh = torch.mm(gz_t, w_hh).mul_(k_t).add_(steps[t - 1][0])
             else:
-                dh = torch.addmm(grad_hs[t - 1], grad_z[t], w_hh)
-            dc = dc.mul_(f_keep[t])
+                dh = torch.addmm(steps[t - 1][0], gz_t, w_hh)
+            dc = dc.mul_(fk_t)
         grad_w_hh = torch.mm(grad_z.view(-1, four_h).T, hr.view(-1, hid))
         return grad_z, None, dh, dc, grad_w_hh
 
@@ -166,7 +183,8 @@ class LSTMCore(nn.Module):
         else:
             keep = (1.0 - dones.to(xproj.dtype)).unsqueeze(-1)
         h0, c0 = state
-        return LSTMUnroll.apply(xproj, keep, h0.to(xproj.dtype), c0.to(xproj.dtype), self.weight_hh)
+        dtype = xproj.dtype  # bf16 / fp16 under autocast: the whole recurrence runs in it
+        return LSTMUnroll.apply(xproj, keep, h0.to(dtype), c0.to(dtype), self.weight_hh.to(dtype))
 
     def unroll_reference(
         self, x: torch.Tensor, state: State, dones: torch.Tensor | None

@@ -1,0 +1,117 @@
+"""The LSTM policy: its fused BPTT node against plain autograd and ``nn.LSTM``, and ``evaluate``
+over a sequence against stepping ``act`` with the same resets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlperf.envs.spec import ActionSpec, EnvSpec
+from rlperf.policies.lstm import LSTMActorCritic, LSTMCore
+
+
+DISCRETE = ActionSpec("discrete", (4,), 1)
+
+
+def spec(obs_shape=(3,), action=DISCRETE, dtype=np.float32) -> EnvSpec:
+    return EnvSpec(5, obs_shape, np.dtype(dtype), action)
+
+
+def nn_lstm_unroll(core: LSTMCore, x, state, dones):
+    """CleanRL's ``get_states``: ``nn.LSTM`` one step at a time, state zeroed where done."""
+    lstm = nn.LSTM(core.weight_ih.shape[1], core.hidden).to(x.dtype)
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(core.weight_ih)
+        lstm.weight_hh_l0.copy_(core.weight_hh)
+        lstm.bias_ih_l0.copy_(core.bias)
+        lstm.bias_hh_l0.zero_()
+    h, c = state[0].unsqueeze(0), state[1].unsqueeze(0)
+    outs = []
+    for t in range(x.shape[0]):
+        keep = (1.0 - dones[t]).view(1, -1, 1)
+        out, (h, c) = lstm(x[t].unsqueeze(0), (h * keep, c * keep))
+        outs.append(out[0])
+    return torch.stack(outs)
+
+
+@pytest.mark.parametrize(
+    "t_len, batch, hidden, p_done",
+    [(1, 1, 4, 0.0), (7, 5, 16, 0.3), (12, 3, 8, 1.0), (20, 16, 32, 0.05)],
+)
+def test_fused_unroll_matches_nn_lstm_and_its_gradients_match_autograd(
+    t_len: int, batch: int, hidden: int, p_done: float
+) -> None:
+    torch.manual_seed(t_len)
+    core = LSTMCore(6, hidden).double()
+    with torch.no_grad():
+        core.bias.normal_()  # non-zero biases exercise every gate
+    x = torch.randn(t_len, batch, 6, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(batch, hidden, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(batch, hidden, dtype=torch.float64, requires_grad=True)
+    dones = (torch.rand(t_len, batch) < p_done).double()
+    weights = torch.randn(t_len, batch, hidden, dtype=torch.float64)
+    inputs = (x, h0, c0, *core.parameters())
+
+    fused = core.unroll(x, (h0, c0), dones)
+    grads = torch.autograd.grad((fused * weights).sum(), inputs)
+    reference, _ = core.unroll_reference(x, (h0, c0), dones)
+    ref_grads = torch.autograd.grad((reference * weights).sum(), inputs)
+    torch.testing.assert_close(fused, reference, rtol=0, atol=1e-12)
+    for name, g, r in zip(("x", "h0", "c0", "w_ih", "w_hh", "b"), grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-12, msg=name)
+    with torch.no_grad():
+        torch.testing.assert_close(fused, nn_lstm_unroll(core, x, (h0, c0), dones))
+
+
+def test_fused_unroll_passes_gradcheck() -> None:
+    torch.manual_seed(0)
+    core = LSTMCore(3, 4).double()
+    x = torch.randn(5, 2, 3, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    dones = torch.tensor([[0, 0], [1, 0], [0, 0], [0, 1], [0, 0]], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda *a: core.unroll(a[0], (a[1], a[2]), dones),
+                                    (x, h0, c0))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "env_spec",
+    [spec(), spec((2, 6, 6), dtype=np.uint8), spec(action=ActionSpec("multidiscrete", (2, 3), 2))],
+    ids=["flat", "images", "multidiscrete"],
+)
+def test_evaluate_over_a_sequence_equals_stepping_act(env_spec: EnvSpec) -> None:
+    torch.manual_seed(1)
+    policy = LSTMActorCritic(env_spec, (16,), 8, cnn_channels=(4,), cnn_features=16).double()
+    t_len, batch = 9, 5
+    gen = torch.Generator().manual_seed(2)
+    if env_spec.image_obs:
+        obs = torch.randint(0, 256, (t_len, batch, *env_spec.obs_shape), dtype=torch.uint8)
+    else:
+        obs = torch.randn(t_len, batch, *env_spec.obs_shape, dtype=torch.float64, generator=gen)
+    dones = (torch.rand(t_len, batch, generator=gen) < 0.3).double()
+    state0 = tuple(torch.randn_like(s.double()) for s in policy.initial_state(batch))
+    state, steps = state0, []
+    for t in range(t_len):
+        actions, logprob, value, state = policy.act(obs[t], state, dones[t], None, gen)
+        steps.append((actions, logprob, value))
+    actions = torch.stack([a for a, _, _ in steps])
+    logprob, entropy, value = policy.evaluate(obs, actions, state0, dones, None)
+    torch.testing.assert_close(logprob, torch.stack([lp for _, lp, _ in steps]))
+    torch.testing.assert_close(value, torch.stack([v for _, _, v in steps]))
+    assert entropy.shape == (t_len, batch) and (entropy > 0).all()
+
+
+def test_act_resets_the_state_where_done() -> None:
+    policy = LSTMActorCritic(spec(), (8,), 6)
+    obs = torch.randn(5, 3)
+    zeros = policy.initial_state(5)
+    busy = tuple(torch.randn_like(s) for s in zeros)
+    done = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0])
+    _, _, value, (h, _) = policy.act(obs, busy, done, None)
+    _, _, fresh_value, (fresh_h, _) = policy.act(obs, zeros, None, None)
+    rows = done.bool()
+    torch.testing.assert_close(h[rows], fresh_h[rows])
+    torch.testing.assert_close(value[rows], fresh_value[rows])
+    assert not torch.allclose(h[~rows], fresh_h[~rows])
