@@ -11,7 +11,6 @@ from torch import nn
 from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies.lstm import LSTMActorCritic, LSTMCore
 
-
 DISCRETE = ActionSpec("discrete", (4,), 1)
 
 
