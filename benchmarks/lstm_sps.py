@@ -1,6 +1,7 @@
 """LSTM PPO throughput on position-only CartPole: rlperf against sb3-contrib and a CleanRL loop.
 
-    python benchmarks/lstm_sps.py                       # 5 rounds, 2 threads, all three
+    python benchmarks/lstm_sps.py                       # 5 rounds, 2 threads, rlperf (whole
+                                                        # rollout and BPTT 8), sb3, cleanrl
     python benchmarks/lstm_sps.py --rounds 9 --impls rlperf,sb3 --json lstm.json
     python benchmarks/lstm_sps.py --impls rlperf,sb3,sb3-enc,cleanrl   # + sb3 with an encoder
 
@@ -32,26 +33,30 @@ advantages normalised per minibatch, categorical policy over the 2 actions.
 
 Implementations:
 - ``rlperf``: ``rlperf.ppo.Trainer`` with ``policy.kind = "lstm"``: MLP encoder Linear(2, 64) +
-  Tanh + Linear(64, 64) + Tanh, one LSTM layer of 128 (rlperf's own unroll), actor
-  Linear(128, 2) and critic Linear(128, 1) heads on the LSTM output; minibatches of 16 whole
+  Tanh + Linear(64, 64) + Tanh, one LSTM layer of 64 (rlperf's fused unroll), actor
+  Linear(64, 2) and critic Linear(64, 1) heads on the LSTM output; minibatches of 16 whole
   environments x 32 steps, LSTM state zeroed at episode starts inside the sequence; truncated
   episodes bootstrapped from V(final observation). SPS is the trainer's ``sps_cumulative``
   (after ``warmup_iters = 2``); the breakdown sums the trainer's own per-iteration sections over
   the timed iterations.
-- ``sb3``: sb3-contrib ``RecurrentPPO("MlpLstmPolicy")`` with ``lstm_hidden_size=128``,
+- ``rlperf-bptt8``: the same with ``bptt_horizon = 8``: each minibatch is 64 segments of 8
+  steps (truncated BPTT, every segment starting from the state recorded during collection)
+  instead of 16 whole environments x 32 steps. The same samples and the same arithmetic per
+  sample; only the gradient's path back through time is cut at 8 steps.
+- ``sb3``: sb3-contrib ``RecurrentPPO("MlpLstmPolicy")`` with ``lstm_hidden_size=64``,
   ``shared_lstm=True``, ``enable_critic_lstm=False``, ``net_arch=[]``, ``batch_size=512`` (4
   minibatches), ``n_epochs=4``, ``clip_range_vf=0.2`` (sb3's default is no value clipping), a
   linear LR schedule, on a small sb3 ``VecEnv`` (``RlperfVecEnv`` below) over the same rlperf
-  environment. Network: observation -> LSTM(2, 128) -> actor Linear(128, 2) and critic
-  Linear(128, 1). ``learn`` runs 2 iterations first, then the timed ``learn(...,
+  environment. Network: observation -> LSTM(2, 64) -> actor Linear(64, 2) and critic
+  Linear(64, 1). ``learn`` runs 2 iterations first, then the timed ``learn(...,
   reset_num_timesteps=False)``.
 - ``sb3-enc`` (not in the default set): the same with an sb3 features extractor equal to
   rlperf's encoder (Linear(2, 64) + Tanh + Linear(64, 64) + Tanh) before the LSTM, to show how
   much of the gap is the encoder sb3 does not have.
 - ``cleanrl``: CleanRL ``ppo_atari_lstm.py``'s loop written out below with the CNN replaced by
-  the same MLP encoder: ``nn.LSTM(64, 128)`` (orthogonal weights gain 1, zero biases) stepped one
+  the same MLP encoder: ``nn.LSTM(64, 64)`` (orthogonal weights gain 1, zero biases) stepped one
   time step at a time in ``get_states`` with the state multiplied by ``1 - done``, actor
-  ``layer_init(Linear(128, 2), std=0.01)``, critic ``layer_init(Linear(128, 1), std=1)``,
+  ``layer_init(Linear(64, 2), std=0.01)``, critic ``layer_init(Linear(64, 1), std=1)``,
   rollout into torch tensors, the Python GAE loop, minibatches of 16 shuffled whole environments
   gathered through ``flatinds``, ``.item()`` per minibatch for the clip fraction.
 
@@ -102,18 +107,22 @@ import sys
 import time
 
 WARMUP_ITERS = 2
+LSTM_HIDDEN = 64  # rlperf's default lstm_hidden_size; every implementation uses it
 NUM_ENVS, NUM_STEPS = 64, 32
 BATCH = NUM_ENVS * NUM_STEPS
 NUM_MINIBATCHES, UPDATE_EPOCHS = 4, 4
 LR, GAMMA, GAE_LAMBDA, CLIP, ENT_COEF, VF_COEF, MAX_GRAD_NORM = (
     2.5e-3, 0.99, 0.95, 0.2, 0.01, 0.5, 0.5
 )  # fmt: skip
-IMPLS = ("rlperf", "sb3", "sb3-enc", "cleanrl")
+IMPLS = ("rlperf", "rlperf-bptt8", "sb3", "sb3-enc", "cleanrl")
 # Iterations per process (2 warm-up + timed): about 4-8 s of timed work at the speeds seen on a
 # 2-core machine with 2 threads (sb3 ~3,000-5,000 SPS, cleanrl ~5,000, rlperf ~13,000).
-DEFAULT_ITERS = {"rlperf": 40, "sb3": 14, "sb3-enc": 14, "cleanrl": 16}
+DEFAULT_ITERS = {"rlperf": 40, "rlperf-bptt8": 40, "sb3": 14, "sb3-enc": 14, "cleanrl": 16}
 # Ratios printed when both sides ran: (numerator, denominator).
-RATIOS = (("rlperf", "sb3"), ("rlperf", "sb3-enc"), ("rlperf", "cleanrl"), ("cleanrl", "sb3"))
+RATIOS = (
+    ("rlperf", "sb3"), ("rlperf", "sb3-enc"), ("rlperf", "cleanrl"), ("rlperf-bptt8", "sb3"),
+    ("rlperf-bptt8", "cleanrl"), ("cleanrl", "sb3"),
+)  # fmt: skip
 
 
 def total_steps(impl: str, requested: int) -> int:
@@ -130,13 +139,18 @@ def _make_env(seed: int):  # noqa: ANN202
 
 
 # -- rlperf -----------------------------------------------------------------------------------
-def worker_rlperf(total: int, threads: int, seed: int) -> dict:
+def worker_rlperf(total: int, threads: int, seed: int, bptt_horizon: int = 0) -> dict:
     from rlperf.config import Config
     from rlperf.ppo.trainer import Trainer
     from rlperf.profiling import Profiler
 
     cfg = Config()
     cfg.policy.kind = "lstm"
+    cfg.policy.lstm_hidden_size = LSTM_HIDDEN
+    cfg.ppo.bptt_horizon = bptt_horizon
+    cfg.ppo.learning_rate, cfg.ppo.gamma, cfg.ppo.gae_lambda = LR, GAMMA, GAE_LAMBDA
+    cfg.ppo.clip_coef, cfg.ppo.ent_coef, cfg.ppo.vf_coef = CLIP, ENT_COEF, VF_COEF
+    cfg.ppo.max_grad_norm = MAX_GRAD_NORM
     cfg.env.options = {"observe": "position"}
     cfg.env.num_envs, cfg.ppo.num_steps = NUM_ENVS, NUM_STEPS
     cfg.run.total_steps, cfg.run.threads, cfg.run.progress = total, threads, False
@@ -230,7 +244,7 @@ def worker_sb3(total: int, threads: int, seed: int, encoder: bool) -> dict:
 
     torch.set_num_threads(threads)
     policy_kwargs = dict(
-        lstm_hidden_size=128, n_lstm_layers=1, shared_lstm=True, enable_critic_lstm=False,
+        lstm_hidden_size=LSTM_HIDDEN, n_lstm_layers=1, shared_lstm=True, enable_critic_lstm=False,
         net_arch=[], ortho_init=True,
     )  # fmt: skip
     if encoder:
@@ -320,14 +334,14 @@ def _cleanrl_agent(obs_dim: int, n_actions: int):  # noqa: ANN202 - local factor
                 layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
                 layer_init(nn.Linear(64, 64)), nn.Tanh(),
             )  # fmt: skip
-            self.lstm = nn.LSTM(64, 128)
+            self.lstm = nn.LSTM(64, LSTM_HIDDEN)
             for name, param in self.lstm.named_parameters():
                 if "bias" in name:
                     nn.init.constant_(param, 0)
                 elif "weight" in name:
                     nn.init.orthogonal_(param, 1.0)
-            self.actor = layer_init(nn.Linear(128, n_actions), std=0.01)
-            self.critic = layer_init(nn.Linear(128, 1), std=1)
+            self.actor = layer_init(nn.Linear(LSTM_HIDDEN, n_actions), std=0.01)
+            self.critic = layer_init(nn.Linear(LSTM_HIDDEN, 1), std=1)
 
         def get_states(self, x, lstm_state, done):  # noqa: ANN001, ANN202
             hidden = self.network(x)
@@ -528,6 +542,8 @@ def run_worker(args: argparse.Namespace) -> None:
     impl, total, threads, seed = args.worker, args.total_steps, args.threads, args.seed
     if impl == "rlperf":
         result = worker_rlperf(total, threads, seed)
+    elif impl == "rlperf-bptt8":
+        result = worker_rlperf(total, threads, seed, bptt_horizon=8)
     elif impl in ("sb3", "sb3-enc"):
         result = worker_sb3(total, threads, seed, encoder=impl == "sb3-enc")
     elif impl == "cleanrl":
@@ -583,7 +599,7 @@ def print_table(results: dict[str, list[dict]], threads: int, rounds: int) -> No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--impls", default="rlperf,sb3,cleanrl",
+    ap.add_argument("--impls", default="rlperf,rlperf-bptt8,sb3,cleanrl",
                     help=f"of {', '.join(IMPLS)} (default: %(default)s)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=5, help="processes per implementation")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")

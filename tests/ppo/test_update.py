@@ -87,3 +87,28 @@ def test_analytic_update_refuses_a_policy_without_closed_form_gradients() -> Non
     assert not policy.analytic
     with pytest.raises(ValueError, match="no analytic gradient"):
         AnalyticUpdate(policy, PPOConfig(), 8)
+
+
+def test_fp16_loss_scaling_skips_a_step_with_inf_gradients_and_halves_the_scale() -> None:
+    """The fp16 path (CUDA in training; CPU autocast runs it here): a clean step trains, an
+    inf gradient leaves the parameters and Adam's state alone and halves the loss scale."""
+    torch.manual_seed(0)
+    spec = EnvSpec(1, (4,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    policy = MLPActorCritic(spec)
+    update = AutogradUpdate(policy, PPOConfig(), precision="fp16")
+    prof = Profiler(enabled=False)
+    mb, adv = minibatch(policy, 64, seed=0)
+    before = policy.flat.detach().clone()
+    update.gradients(mb, adv, prof)
+    assert float(update.scaler.found_inf) == 0.0
+    update.apply(prof)
+    assert not torch.equal(policy.flat, before) and float(update.optimizer.step_count) == 1.0
+
+    trained = policy.flat.detach().clone()
+    update.gradients(mb, adv, prof)
+    update.grad[3] = float("inf")  # as an fp16 overflow would leave it
+    update.scaler.unscale_(update.grad)
+    update.apply(prof)
+    assert torch.equal(policy.flat, trained), "the step was skipped"
+    assert float(update.optimizer.step_count) == 1.0
+    assert float(update.scaler.scale) == 2.0**15

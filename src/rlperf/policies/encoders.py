@@ -30,9 +30,19 @@ class MLPEncoder(nn.Sequential):
             in_dim = width
         super().__init__(*layers)
         self.features = in_dim
+        self.linears = [m for m in layers if isinstance(m, nn.Linear)]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return super().forward(obs.flatten(1).to(self[0].weight.dtype))
+
+    @torch.no_grad()
+    def infer(self, obs: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` without autograd or module-call overhead (one rollout step: the
+        ``nn.Sequential`` calls cost more than the 64-wide matmuls themselves)."""
+        x = obs.flatten(1).to(self[0].weight.dtype)
+        for linear in self.linears:
+            x = torch.addmm(linear.bias, x, linear.weight.T).tanh_()
+        return x
 
 
 class CNNEncoder(nn.Module):
@@ -71,6 +81,8 @@ class CNNEncoder(nn.Module):
         if obs.dtype == torch.uint8:
             x = x.mul_(1.0 / 255.0)
         return self.fc(self.convs(x))
+
+    infer = forward  # convolutions dominate; the module calls are noise here
 
 
 def make_encoder(

@@ -57,28 +57,28 @@ class LSTMUnroll(torch.autograd.Function):
         # tanh(z) = 2 sigmoid(2 z) - 1: with the g block of the inputs and of W_hh doubled, one
         # sigmoid over all four gates serves the cell gate too. (tanh on the g block, a strided
         # view, takes ~25 us at 16 x 128 on this CPU against ~3 us for the affine fix-up.)
-        zx = xproj.clone()
-        zx[:, :, g_block] *= 2.0
+        # The input part of every step's gates goes into the gate buffer in one copy; each step
+        # then adds h @ W_hh^T in place (an out= addmm would copy its input first, every step).
+        acts = xproj.detach().clone()  # after each step: sigmoid of every gate (g: of 2 z_g)
+        acts[:, :, g_block] *= 2.0
         w2 = w_hh.clone()
         w2[g_block] *= 2.0
         w_t = w2.T
-        acts = torch.empty_like(xproj)  # sigmoid of every gate (the g block: of 2 z_g)
         gs = xproj.new_empty(t_len, b, hid)  # tanh(z_g)
         cs, tc, hs = torch.empty_like(gs), torch.empty_like(gs), torch.empty_like(gs)
         neg_one = xproj.new_tensor(-1.0)
         h, c = h0, c0
         # Per-step views made once (unbind): a slice inside the loop costs 1.5-3.5 us each.
         steps = zip(
-            zx.unbind(0), keep.unbind(0), acts.unbind(0), acts[:, :, :hid].unbind(0),
+            keep.unbind(0), acts.unbind(0), acts[:, :, :hid].unbind(0),
             acts[:, :, hid : 2 * hid].unbind(0), acts[:, :, g_block].unbind(0),
             acts[:, :, 3 * hid :].unbind(0), gs.unbind(0), cs.unbind(0), tc.unbind(0),
             hs.unbind(0), resets, strict=True,
         )  # fmt: skip
-        for x_t, k_t, a, i_t, f_t, sg_t, o_t, g_t, c_t, tc_t, hs_t, reset in steps:
+        for k_t, a, i_t, f_t, sg_t, o_t, g_t, c_t, tc_t, hs_t, reset in steps:
             if reset:
                 h, c = h * k_t, c * k_t
-            torch.addmm(x_t, h, w_t, out=a)
-            a.sigmoid_()
+            a.addmm_(h, w_t).sigmoid_()
             torch.add(neg_one, sg_t, alpha=2.0, out=g_t)
             c = torch.addcmul(f_t * c, i_t, g_t, out=c_t)
             torch.tanh(c, out=tc_t)
@@ -108,28 +108,29 @@ class LSTMUnroll(torch.autograd.Function):
         f_keep = f * keep  # dc_{t-1} = dc_t * f_t * keep_t
         grad_z = torch.empty_like(acts)
         gz4 = grad_z.view(t_len, b, 4, hid)
-        grad_hs = grad_hs.contiguous()
+        # Incoming gradient of every step's h; each step adds what flows back from the next one
+        # into it in place (addmm_), so no copy is made per step.
+        grad_h = grad_hs.clone(memory_format=torch.contiguous_format)
         steps = list(zip(
-            grad_hs.unbind(0), o_dtanh.unbind(0), mult[:, :, :3].unbind(0),
+            grad_h.unbind(0), o_dtanh.unbind(0), mult[:, :, :3].unbind(0),
             mult[:, :, 3].unbind(0), gz4[:, :, :3].unbind(0), gz4[:, :, 3].unbind(0),
             grad_z.unbind(0), keep.unbind(0), f_keep.unbind(0), resets, strict=True,
         ))  # fmt: skip
-        dh = grad_hs[t_len - 1]
-        dc = torch.zeros_like(dh)
+        dc = torch.zeros_like(grad_h[0])
         for t in range(t_len - 1, -1, -1):
-            _, odt_t, m3_t, mo_t, gz3_t, gzo_t, gz_t, k_t, fk_t, reset = steps[t]
+            dh, odt_t, m3_t, mo_t, gz3_t, gzo_t, gz_t, k_t, fk_t, reset = steps[t]
             dc = torch.addcmul(dc, dh, odt_t)
             torch.mul(dc.unsqueeze(1), m3_t, out=gz3_t)
             torch.mul(dh, mo_t, out=gzo_t)
+            # d h_{t-1} += keep_t * (dz_t @ W_hh); keep is per row, so it can scale dz_t's rows.
+            gz_kept = gz_t * k_t if reset or t == 0 else gz_t
             if t == 0:
-                dh = torch.mm(gz_t, w_hh).mul_(k_t)
-            elif reset:
-                dh = torch.mm(gz_t, w_hh).mul_(k_t).add_(steps[t - 1][0])
+                dh0 = torch.mm(gz_kept, w_hh)
             else:
-                dh = torch.addmm(steps[t - 1][0], gz_t, w_hh)
+                steps[t - 1][0].addmm_(gz_kept, w_hh)
             dc = dc.mul_(fk_t)
         grad_w_hh = torch.mm(grad_z.view(-1, four_h).T, hr.view(-1, hid))
-        return grad_z, None, dh, dc, grad_w_hh
+        return grad_z, None, dh0, dc, grad_w_hh
 
 
 def _reset_steps(keep: torch.Tensor) -> list[bool]:
@@ -226,21 +227,32 @@ class LSTMActorCritic(ActorCritic):
         h = torch.zeros(num_envs, self.lstm.hidden, device=device)
         return (h, torch.zeros_like(h))
 
+    @torch.no_grad()
     def _step(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> State:
+        """One step without autograd: the rollout's ~25 small ops, written out (module calls
+        and strided tanh cost more than the arithmetic at 64 environments)."""
+        lstm, hid = self.lstm, self.lstm.hidden
         h, c = state
         if done is not None:
             keep = (1.0 - done).unsqueeze(-1)
             h, c = h * keep, c * keep
-        return self.lstm.cell(self.lstm.project(self.encoder(obs)), h, c)
+        gates = torch.addmm(lstm.bias, self.encoder.infer(obs), lstm.weight_ih.T)
+        gates.addmm_(h, lstm.weight_hh.T)
+        g = gates[:, 2 * hid : 3 * hid].contiguous().tanh_()
+        s = gates.sigmoid_()
+        c = torch.addcmul(s[:, hid : 2 * hid] * c, s[:, :hid], g)
+        h = c.tanh().mul_(s[:, 3 * hid :])
+        return h, c
 
     @torch.no_grad()
     def act(self, obs, state, done, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
         h, c = self._step(obs, state, done)
-        out, value = self.out(h)
+        out = torch.addmm(self.out.linear.bias, h, self.out.linear.weight.T)
+        k = self.out.num_outputs
         actions, logprob = distributions.sample(
-            self.spec.action, out, action_mask, self.out.logstd, generator
+            self.spec.action, out[:, :k], action_mask, self.out.logstd, generator
         )
-        return actions, logprob, value, (h, c)
+        return actions, logprob, out[:, k], (h, c)
 
     @torch.no_grad()
     def value(self, obs, state, done):  # type: ignore[no-untyped-def]

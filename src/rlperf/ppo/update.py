@@ -2,8 +2,9 @@
 
 - :class:`AutogradUpdate`: any policy of the protocol (``policies/base.py``) through autograd:
   ``evaluate`` over the minibatch's ``(T, B)`` sequences, :func:`~rlperf.ppo.loss.ppo_loss`,
-  ``backward``, gradient-norm clipping (``clip_grad_norm_``) and fused Adam. Optional autocast
-  (``--precision bf16``, or fp16 with a grad scaler on CUDA) and ``torch.compile`` of
+  ``backward``, gradient-norm clipping (``clip_grad_norm_``'s arithmetic) and fused Adam, the
+  last two over all parameters gathered into one flat tensor (``ppo/optim.py``). Optional
+  autocast (``--precision bf16``, or fp16 with a grad scaler on CUDA) and ``torch.compile`` of
   ``evaluate`` (``--compile``).
 - :class:`AnalyticUpdate`: the MLP's fast path. The loss's gradient with respect to the
   network's outputs in closed form (``ppo/loss.py``), backpropagated by the MLP itself without
@@ -30,7 +31,7 @@ from rlperf.ppo.loss import (
     discrete_ppo_loss_and_head_grads,
     ppo_loss,
 )
-from rlperf.ppo.optim import FlatAdam
+from rlperf.ppo.optim import FlatAdam, flatten_parameters
 from rlperf.ppo.samplers import Minibatch
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
@@ -99,6 +100,35 @@ def clip_grad_norm(grad: torch.Tensor, max_norm: float) -> None:
         grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
 
 
+class LossScaler:
+    """Dynamic loss scaling for fp16, ``torch.amp.GradScaler``'s rule on one flat gradient:
+    scale the loss by ``scale`` (2^16 at first); unscale the gradient and note inf/NaN in
+    ``found_inf``; a step with inf/NaN is skipped (``FlatAdam.step(found_inf=...)``) and halves
+    the scale, 2000 clean steps in a row double it. No host sync: all of it stays on the device
+    (the same ``torch._amp_*`` kernels GradScaler calls)."""
+
+    def __init__(self, device: torch.device, init_scale: float = 2.0**16) -> None:
+        self.scale = torch.full((), init_scale, dtype=torch.float32, device=device)
+        self.found_inf = torch.zeros((), dtype=torch.float32, device=device)
+        self.growth_tracker = torch.zeros((), dtype=torch.int32, device=device)
+
+    def unscale_(self, grad: torch.Tensor) -> None:
+        self.found_inf.zero_()
+        torch._amp_foreach_non_finite_check_and_unscale_(
+            [grad], self.found_inf, self.scale.reciprocal()
+        )
+
+    def update(self) -> None:
+        torch._amp_update_scale_(self.scale, self.growth_tracker, self.found_inf, 2.0, 0.5, 2000)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "growth_tracker": self.growth_tracker}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scale.copy_(state["scale"])
+        self.growth_tracker.copy_(state["growth_tracker"])
+
+
 def _full(x: torch.Tensor) -> torch.Tensor:
     """Flattened, and float32 if autocast made it half precision: the loss is taken in full."""
     x = x.reshape(-1)
@@ -118,23 +148,20 @@ class AutogradUpdate:
     ) -> None:
         self.policy, self.ppo = policy, ppo
         self.coefs = loss_coefs(ppo)
-        self.params = [p for p in policy.parameters() if p.requires_grad]
-        self.device = self.params[0].device
-        fused = self.device.type in ("cpu", "cuda")
-        self.optimizer = torch.optim.Adam(
-            self.params, lr=ppo.learning_rate, eps=ppo.adam_eps, fused=fused or None
-        )
+        self.flat, self.grad = flatten_parameters(policy)
+        self.device = self.flat.device
+        self.optimizer = FlatAdam(self.flat, ppo.learning_rate, eps=ppo.adam_eps, grad=self.grad)
         self.autocast_dtype = AUTOCAST_DTYPES.get(precision)
-        self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+        self.scaler = LossScaler(self.device) if precision == "fp16" else None
         self.evaluate = torch.compile(policy.evaluate) if compile else policy.evaluate
 
     @property
     def lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+        return self.optimizer.lr
 
     @lr.setter
     def lr(self, value: float) -> None:
-        self.optimizer.param_groups[0]["lr"] = value
+        self.optimizer.lr = value
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
@@ -155,23 +182,22 @@ class AutogradUpdate:
                 self.coefs,
             )  # fmt: skip
         with sec(names.BACKWARD):
-            self.optimizer.zero_grad(set_to_none=False)
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-                self.scaler.unscale_(self.optimizer)
-            else:
+            self.grad.zero_()
+            if self.scaler is None:
                 loss.backward()
-            if self.ppo.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.params, self.ppo.max_grad_norm, foreach=True)
+            else:
+                (loss * self.scaler.scale).backward()
+                self.scaler.unscale_(self.grad)
+            clip_grad_norm(self.grad, self.ppo.max_grad_norm)
         return stats
 
     def apply(self, prof: Profiler) -> None:
         with prof.section(names.OPTIMIZER_STEP):
-            if self.scaler is not None:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
+            if self.scaler is None:
                 self.optimizer.step()
+            else:
+                self.optimizer.step(found_inf=self.scaler.found_inf)
+                self.scaler.update()
 
     def state_dict(self) -> dict[str, Any]:
         state = {"adam": self.optimizer.state_dict()}
