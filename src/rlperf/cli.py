@@ -5,8 +5,9 @@ Every ``rlperf train`` flag is generated from a field of :class:`rlperf.config.C
 user did not give are absent from the parsed namespace (``argparse.SUPPRESS``); that is how
 ``--resume`` tells an explicit, conflicting flag from a default.
 
-Errors a user can fix (bad values, unknown env, unreadable checkpoint) print one line
-``rlperf: error: ...`` and exit with status 2 before any work starts.
+Errors a user can fix (bad values, unknown env, unreadable checkpoint, a run directory that
+already holds a run) print one line ``rlperf: error: ...`` and exit with status 2 before any work
+starts, leaving every file already written as it was.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from rlperf.config import (
     preset,
     set_field,
 )
+from rlperf.run.run_dir import TENSORBOARD_DIR, describe_files, remove_files, run_files
+from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -87,6 +90,70 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             if name == "precision":
                 kwargs["choices"] = PRECISIONS
         group.add_argument(flag, help=f"{help_text} (default: {default_value})", **kwargs)
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """Add --overwrite and --tensorboard (``train`` and ``profile``: the commands with a run)."""
+    group = parser.add_argument_group("run directory")
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run's files in the run directory (profile: also the report "
+        "and traces) instead of refusing; --resume DIR continues a run",
+    )
+    group.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help=f"also write the metrics as TensorBoard scalars to RUN_DIR/{TENSORBOARD_DIR} "
+        f"(needs {INSTALL_HINT})",
+    )
+
+
+def check_output_flags(args: argparse.Namespace) -> None:
+    """--overwrite against --resume, and --tensorboard's package; fails before any work."""
+    if args.overwrite and args.resume:
+        fail("--overwrite replaces a run and --resume continues one: give only one of them")
+    if args.tensorboard:
+        missing = tensorboard_missing()
+        if missing:
+            fail(missing)
+
+
+def target_run_dir(args: argparse.Namespace) -> Path | None:
+    """The run directory the command will write: --resume's, else the configured one."""
+    if args.resume:
+        return Path(args.resume)
+    run_dir = config_from_args(args).run.run_dir  # ConfigError on bad flags, as later
+    return Path(run_dir) if run_dir else None
+
+
+def refuse_existing_run(args: argparse.Namespace, run_dir: Path | None) -> list[Path]:
+    """The earlier run's files in ``run_dir`` that ``--overwrite`` will remove (call
+    :func:`remove_files` once the trainer is built, so a bad input still loses nothing).
+
+    Without ``--overwrite`` such files are an error: a second run would replace some files and
+    leave others, mixing two runs. ``--resume`` continues the run, so it finds nothing here.
+    """
+    if args.resume or run_dir is None:
+        return []
+    files = run_files(run_dir)
+    if files and not args.overwrite:
+        fail(
+            f"run directory {run_dir} already holds a run ({describe_files(run_dir, files)}): "
+            f"continue it with --resume {run_dir}, or replace it with --overwrite"
+        )
+    return files
+
+
+def attach_tensorboard(trainer: Any, log_dir: Path, resumed: bool) -> Any:
+    """A :class:`~rlperf.run.tensorboard.TensorBoardLogger` added to ``trainer.callbacks``."""
+    from rlperf.run.tensorboard import TensorBoardLogger
+
+    # A resumed run logs again every step after its checkpoint: hide the stopped run's copies.
+    purge_step = trainer.global_step + 1 if resumed else None
+    logger = TensorBoardLogger(log_dir, purge_step=purge_step)
+    trainer.callbacks.append(logger)
+    return logger
 
 
 def _section_of(name: str) -> str:
@@ -179,8 +246,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from rlperf.ppo.trainer import NonFiniteLossError
     from rlperf.run.checkpoint import CHECKPOINT_NAME
 
+    check_output_flags(args)
+    target = target_run_dir(args)
+    if args.tensorboard and target is None:
+        fail(f"--tensorboard needs --run-dir: the scalars are written to RUN_DIR/{TENSORBOARD_DIR}")
+    stale = refuse_existing_run(args, target)
     trainer, resumed = build_trainer(args)
+    if stale:
+        remove_files(stale, target)
     run_dir = trainer.cfg.run.run_dir
+    logger = (
+        attach_tensorboard(trainer, target / TENSORBOARD_DIR, resumed) if args.tensorboard else None
+    )
     try:
         summary = trainer.train(run_dir, resumed=resumed)
     except NonFiniteLossError as e:
@@ -191,6 +268,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nrlperf: interrupted; summary written, last checkpoint kept", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        # Whatever ended the run, the scalars written so far reach the disk.
+        if logger is not None:
+            logger.close()
     print_summary(summary)
     if run_dir:
         print(f"\nrun directory: {run_dir}")
@@ -203,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     train = sub.add_parser("train", help="train PPO and print SPS and the phase breakdown")
     add_config_flags(train)
+    add_output_flags(train)
     train.set_defaults(func=cmd_train)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

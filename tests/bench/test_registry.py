@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -66,3 +68,40 @@ def test_case_runs_once(case: Case) -> None:
         pytest.skip(str(e))
     assert ready.items_per_call > 0 and ready.items_unit
     ready.run()
+
+
+# -- the cases time what the trainer runs ------------------------------------------------------
+def _prepared(component: str) -> tuple[Case, Any]:
+    case = next(c for c in CASES if c.component == component)
+    return case, case.setup()
+
+
+def test_optimizer_step_times_the_trainers_flat_adam() -> None:
+    from rlperf.ppo.optim import FlatAdam
+
+    case, ready = _prepared("optimizer_step")
+    optimizer = ready.run.__self__  # a bound method: the timed call is FlatAdam.step itself
+    assert isinstance(optimizer, FlatAdam)
+    assert ready.run.__func__ is FlatAdam.step
+    assert ready.items_per_call == optimizer.param.numel()
+    before = optimizer.param.detach().clone()
+    ready.run()
+    assert int(optimizer.step_count) == 1 and not torch.equal(optimizer.param, before)
+
+
+def test_ppo_loss_forward_writes_into_the_policys_gradient_buffers() -> None:
+    case, ready = _prepared("ppo_loss_forward")
+    batch = case.params["batch"]
+    # The policy and the statistics scratch are the case's own, captured by its closure.
+    captured = inspect.getclosurevars(ready.run).nonlocals
+    policy, stat_rows = captured["policy"], captured["stat_rows"]
+    _, _, grad_logits, grad_value = ready.run()
+    views_logits, views_value = policy.output_grad_views(batch)
+    assert grad_logits.data_ptr() == views_logits.data_ptr()
+    assert grad_logits.stride() == views_logits.stride()
+    assert grad_value.data_ptr() == views_value.data_ptr()
+    # Every call writes its statistics into that one scratch (a fresh tensor per call would
+    # leave these NaNs in place).
+    stat_rows.fill_(float("nan"))
+    ready.run()
+    assert torch.isfinite(stat_rows).all()

@@ -15,6 +15,11 @@ over 100 ms per call, MEMORY over 100 MB CPU peak, GPU MEMORY over 100 MB GPU pe
 when a section called at least 20 times averages over 5x its fastest call (its times then
 measure a busy machine more than the code).
 
+**Measurement overhead** (the ``measurement`` section and its children: torch.profiler stepping
+and exporting, TensorBoard writes) is the measuring tools' own cost, not a training bottleneck:
+it is left out of the scores, flags and ranking (and so does not shift the normalisation of the
+others) and listed apart, labelled as such, with its share of wall time.
+
 **Advice** is keyed on the section's phase (device-to-host copies, policy forward, env step, the
 update and its parts, logging / checkpointing / evaluation, GAE, buffer store, untimed glue) and
 quotes the run's own figures and settings.
@@ -38,6 +43,16 @@ GPU_MEMORY_MB = 100.0
 UNSTABLE_MEAN_OVER_MIN = 5.0
 UNSTABLE_MIN_CALLS = 20
 TOP_N = 10
+MEASUREMENT_NOTE = (
+    "measurement overhead is the measuring tools' own work (torch.profiler stepping and "
+    "exporting traces, TensorBoard writes), not a training bottleneck: it is left out of the "
+    "score and the ranking; profile without these tools for undisturbed timings"
+)
+
+
+def is_measurement(name: str) -> bool:
+    """Whether a section path is measurement overhead (``measurement`` or below it)."""
+    return name == names.MEASUREMENT or name.startswith(names.MEASUREMENT + "/")
 
 
 @dataclass
@@ -117,6 +132,8 @@ def phase_of(name: str) -> str:
     leaf = name.rsplit("/", 1)[-1].lower()
     if name == "untimed":
         return "untimed"
+    if is_measurement(name):
+        return names.MEASUREMENT
     if "device_to_host" in leaf or "to_host" in leaf or "gpu_cpu" in leaf:
         return "device_to_host"
     if "forward" in leaf or "inference" in leaf or "bootstrap" in leaf:
@@ -180,6 +197,8 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
             f"{head}: time outside every section (Python glue); wrap suspects in "
             "`with rlperf.profile(...)` to find it."
         )
+    if phase == names.MEASUREMENT:
+        return f"{head}: measurement overhead, not training; profile without the tool to remove it."
     if phase == "rollout":
         return f"{head}: see its children (policy forward, env step) for where it goes."
     return f"{head}: a user section; time its parts with nested `rlperf.profile(...)` blocks."
@@ -219,6 +238,13 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
                 "gpu_peak_mb": None,
             }  # fmt: skip
         )
+    measurement = [
+        {"section": e["name"], "pct": e["pct"], "total_s": e["total_s"], "calls": e["calls"],
+         "mean_ms": e["mean_ms"]}
+        for e in sections
+        if is_measurement(e["name"])
+    ]  # fmt: skip
+    sections = [e for e in sections if not is_measurement(e["name"])]
     scored = score_sections(sections)
     by_name = {s.name: s for s in scored}
     recommendations = [
@@ -260,6 +286,8 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
         },  # fmt: skip
         "ranking": [asdict(s) for s in scored],
         "recommendations": recommendations,
+        "measurement": measurement,
+        "measurement_note": MEASUREMENT_NOTE if measurement else None,
     }
 
 
@@ -292,6 +320,13 @@ def render_analysis(analysis: dict[str, Any], top_n: int = TOP_N) -> str:
             f"{s['calls']:>8} {mb(s['cpu_peak_mb']):>7} {mb(s['gpu_peak_mb']):>7}  "
             + ",".join(s["flags"])
         )
+    if analysis.get("measurement"):
+        lines += ["", "MEASUREMENT OVERHEAD (not a training bottleneck; not scored or ranked)"]
+        for m in analysis["measurement"]:
+            lines.append(
+                f"{m['section']:<34} {'':>6} {m['pct']:>6.1f} {m['mean_ms']:>9.3f} {m['calls']:>8}"
+            )
+        lines.append(f"note: {analysis['measurement_note']}")
     lines += ["", "RECOMMENDATIONS"]
     if not analysis["recommendations"]:
         th = analysis["thresholds"]

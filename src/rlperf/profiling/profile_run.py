@@ -5,12 +5,22 @@ and adds the capture tools, each optional and attached only through the trainer'
 profiler hooks (``record_function`` ranges, memory sampling), ``trainer.callbacks`` (torch.profiler
 steps, ``--summary-every`` blocks) and the summary ``train()`` returns. Ctrl-C still writes the
 report (``interrupted: true``) and whatever torch.profiler trace was recorded.
+
+Like ``rlperf train``, profile refuses to write over an earlier run's outputs (the run
+directory's files, ``report.json``, the traces in the trace directory) unless ``--overwrite`` is
+given, and then removes them first so that no old file survives among the new ones.
+
+The capture tools' own work in the trainer's callbacks (torch.profiler steps and exports,
+TensorBoard writes) is timed under the ``measurement`` section. torch.profiler's start and final
+stop happen outside ``train()``, so their time is added to the reported wall time: the top-level
+rows plus ``untimed`` still add up to it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +28,27 @@ from rlperf.cli import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    attach_tensorboard,
     build_trainer,
+    check_output_flags,
     fail,
     print_summary,
+    refuse_existing_run,
+    target_run_dir,
 )
 from rlperf.profiling.cprofile import CProfileCapture
 from rlperf.profiling.memory import MemoryTracker
 from rlperf.profiling.periodic import RolloutSummary
-from rlperf.profiling.report import build_report, write_report
+from rlperf.profiling.report import build_report, report_path, write_report
 from rlperf.profiling.torch_trace import TorchTrace, TraceSchedule
+from rlperf.run.run_dir import (
+    TENSORBOARD_DIR,
+    describe_files,
+    remove_files,
+    tensorboard_files,
+    trace_files,
+)
+from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
 
 # Long enough for stable percentages, short enough to finish in seconds on a laptop CPU.
@@ -67,7 +89,8 @@ def add_profile_flags(parser: argparse.ArgumentParser) -> None:
     torch_group.add_argument(
         "--torch-profiler-dir",
         metavar="DIR",
-        help=f"trace directory (default: OUT/{TRACE_DIR_NAME}, or ./{TRACE_DIR_NAME})",
+        help=f"trace directory (default: OUT/{TRACE_DIR_NAME}, or ./{TRACE_DIR_NAME}; with "
+        "--tensorboard: where TensorBoard's profiler plugin looks)",
     )
     for dest, (long_flag, help_text) in TORCH_FLAGS.items():
         torch_group.add_argument(
@@ -143,16 +166,21 @@ def _short_schedule_message(iterations: int, schedule: TraceSchedule) -> str:
 class _Captures:
     """The optional capture tools of one profile run, started and stopped together."""
 
-    def __init__(self, args: argparse.Namespace, prof: Profiler, trainer: Any) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        prof: Profiler,
+        trainer: Any,
+        schedule: TraceSchedule | None,
+        trace_dir: Path | None,
+        tensorboard_dir: Path | None,
+        resumed: bool,
+    ) -> None:
         cuda = trainer.device.type == "cuda"
         self.prof = prof
         self.memory = MemoryTracker(cuda=cuda) if args.memory else None
         self.trace: TorchTrace | None = None
-        schedule = _trace_schedule(args)
-        if schedule is not None:
-            trace_dir = args.torch_profiler_dir or (
-                Path(args.out) / TRACE_DIR_NAME if args.out else Path(TRACE_DIR_NAME)
-            )
+        if schedule is not None and trace_dir is not None:
             self.trace = TorchTrace(
                 trace_dir,
                 schedule,
@@ -169,12 +197,16 @@ class _Captures:
         self.cprofile = CProfileCapture(args.cprofile) if args.cprofile else None
         if args.summary_every is not None:
             trainer.callbacks.append(RolloutSummary(prof, args.summary_every))
+        self.tensorboard_dir = tensorboard_dir
+        self.tensorboard = (
+            attach_tensorboard(trainer, tensorboard_dir, resumed) if tensorboard_dir else None
+        )
         self.traces: list[Path] = []
 
     @property
     def names(self) -> list[str]:
         tools = [("memory", self.memory), ("torch_profiler", self.trace),
-                 ("cprofile", self.cprofile)]  # fmt: skip
+                 ("cprofile", self.cprofile), ("tensorboard", self.tensorboard)]  # fmt: skip
         return [name for name, tool in tools if tool is not None]
 
     def start(self) -> None:
@@ -192,38 +224,122 @@ class _Captures:
             self.traces = self.trace.stop(self.prof)
         if self.memory is not None:
             self.memory.detach(self.prof)
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+
+def _tensorboard_dir(args: argparse.Namespace, run_dir: Path | None) -> Path | None:
+    """TensorBoard's log directory: RUN_DIR/tensorboard, else OUT's; None without the flag."""
+    if not args.tensorboard:
+        return None
+    if run_dir is not None:
+        return run_dir / TENSORBOARD_DIR
+    if args.out:
+        return report_path(args.out).parent / TENSORBOARD_DIR
+    fail(
+        f"--tensorboard needs --run-dir or --out: the scalars are written to DIR/{TENSORBOARD_DIR}"
+    )
+
+
+def _trace_dir(args: argparse.Namespace, tensorboard_dir: Path | None) -> Path:
+    """Where torch.profiler traces go: the explicit directory, else beside the other outputs."""
+    if args.torch_profiler_dir:
+        return Path(args.torch_profiler_dir)
+    if tensorboard_dir is not None:
+        # TensorBoard's profiler plugin reads <logdir>/plugins/profile/<run>/*.pt.trace.json;
+        # one timestamped folder per profile, as its own tools name them.
+        return tensorboard_dir / "plugins" / "profile" / time.strftime("%Y_%m_%d_%H_%M_%S")
+    if args.out:
+        return report_path(args.out).parent / TRACE_DIR_NAME
+    return Path(TRACE_DIR_NAME)
+
+
+def _refuse_existing_outputs(
+    args: argparse.Namespace, trace_dir: Path | None
+) -> list[tuple[Path, list[Path]]]:
+    """An earlier profile's outputs this one would write over, as (folder, files) groups for
+    :func:`remove_files`; without --overwrite they are an error (one line, exit 2)."""
+    fix = (
+        "or remove them first (--overwrite does not combine with --resume)"
+        if args.resume
+        else "or replace them with --overwrite"
+    )
+    groups: list[tuple[Path, list[Path]]] = []
+    if args.out:
+        report = report_path(args.out)
+        out_dir = report.parent
+        files = [report] if report.is_file() else []
+        files += trace_files(out_dir / TRACE_DIR_NAME) + tensorboard_files(
+            out_dir / TENSORBOARD_DIR
+        )
+        if files and not args.overwrite:
+            fail(
+                f"--out {args.out} already holds a profile ({describe_files(out_dir, files)}): "
+                f"use another --out, {fix}"
+            )
+        groups.append((out_dir, files))
+    if trace_dir is not None:
+        files = [p for p in trace_files(trace_dir) if all(p not in g for _, g in groups)]
+        if files and not args.overwrite:
+            fail(
+                f"trace directory {trace_dir} already holds torch.profiler traces "
+                f"({describe_files(trace_dir, files)}): use another --torch-profiler-dir, {fix}"
+            )
+        groups.append((trace_dir, files))
+    return groups
+
+
+def _measurement_ns(prof: Profiler) -> int:
+    return prof.snapshot_ns().get(names.MEASUREMENT, 0)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Run ``rlperf profile``; returns the exit status."""
     from rlperf.ppo.trainer import NonFiniteLossError
 
+    # Every check before the trainer is built and before any file is touched.
     if args.summary_every is not None and args.summary_every < 1:
         fail(f"--summary-every must be at least 1, got {args.summary_every}")
+    schedule = _trace_schedule(args)
     if not args.resume and not hasattr(args, "total_steps"):
         args.total_steps = DEFAULT_STEPS
+    check_output_flags(args)
+    run_dir = target_run_dir(args)
+    tensorboard_dir = _tensorboard_dir(args, run_dir)
+    trace_dir = _trace_dir(args, tensorboard_dir) if schedule is not None else None
+    stale = [(run_dir, refuse_existing_run(args, run_dir))] if run_dir is not None else []
+    stale += _refuse_existing_outputs(args, trace_dir)
     prof = get_profiler()
     prof.enable()
     prof.reset()
     trainer, resumed = build_trainer(args, profiler=prof)
-    captures = _Captures(args, prof, trainer)
-    run_dir = trainer.cfg.run.run_dir
+    for folder, files in stale:
+        remove_files(files, folder)
+    captures = _Captures(args, prof, trainer, schedule, trace_dir, tensorboard_dir, resumed)
+    run_dir_name = trainer.cfg.run.run_dir
     interrupted = False
+    summary = None
+    # Measurement done outside train() (torch.profiler's start and final stop) is not in the
+    # trainer's wall time; it is added below so the breakdown still adds up.
+    outside_ns = -_measurement_ns(prof)
     captures.start()
+    outside_ns += _measurement_ns(prof)
     try:
-        summary = trainer.train(run_dir, resumed=resumed)
+        summary = trainer.train(run_dir_name, resumed=resumed)
     except NonFiniteLossError as e:
-        captures.stop()
         print(f"rlperf: error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         interrupted = True
         summary = getattr(trainer, "last_summary", None)
     finally:
+        outside_ns -= _measurement_ns(prof)
         captures.stop()
+        outside_ns += _measurement_ns(prof)
     if summary is None:  # interrupted before the first iteration started
         print("\nrlperf: interrupted before training started; nothing to report", file=sys.stderr)
         return EXIT_INTERRUPTED
+    summary = {**summary, "wall_s": summary["wall_s"] + outside_ns / 1e9}
     _print_results(args, summary, captures, interrupted)
     if args.out:
         report = build_report(
@@ -266,9 +382,14 @@ def _print_results(
             )
             for path in captures.traces:
                 print(f"  {path.name}")
-            print(f"view: tensorboard --logdir {captures.trace.trace_dir}  (or ui.perfetto.dev)")
+            log_dir = captures.tensorboard_dir
+            if log_dir is None or not captures.trace.trace_dir.is_relative_to(log_dir):
+                log_dir = captures.trace.trace_dir
+            print(f"view: tensorboard --logdir {log_dir}  (or ui.perfetto.dev)")
         else:
             print(f"\nrlperf: {captures.trace.no_trace_message()}", file=sys.stderr)
+    if captures.tensorboard_dir is not None:
+        print(f"\nTensorBoard scalars: tensorboard --logdir {captures.tensorboard_dir}")
     if captures.cprofile is not None:
         text = captures.cprofile.write()
         print(f"\ncProfile: top 50 functions by cumulative time ({captures.cprofile.path})")

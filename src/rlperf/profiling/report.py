@@ -238,16 +238,21 @@ def validate_report(report: Any) -> dict[str, Any]:
     return report
 
 
+def report_path(path: str | Path) -> Path:
+    """The file :func:`write_report` writes for ``path``: ``path`` itself when it names a
+    ``.json`` file, else ``path/report.json``."""
+    target = Path(path)
+    if target.is_dir() or target.suffix != ".json":
+        return target / REPORT_NAME
+    return target
+
+
 def write_report(path: str | Path, report: dict[str, Any]) -> Path:
     """Validate and write ``report`` atomically to ``path`` (a directory gets report.json)."""
     from rlperf.run.run_dir import write_json_atomic
 
-    target = Path(path)
-    if target.is_dir() or target.suffix != ".json":
-        target.mkdir(parents=True, exist_ok=True)
-        target = target / REPORT_NAME
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
+    target = report_path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(target, validate_report(report))
     return target
 

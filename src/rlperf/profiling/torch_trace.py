@@ -14,16 +14,30 @@ A trace is exported at the end of each active window. The first one therefore ne
 ``wait + warmup + active`` iterations; a run that stops earlier leaves none, which
 :meth:`TorchTrace.stop` reports plainly. Stopping inside an active window (Ctrl-C, or the last
 iteration) exports what was recorded so far.
+
+The profiler's own work (stepping, processing and exporting a window, stopping) is measurement,
+not training: it is timed in the ``measurement/torch_profiler`` section of the rlperf profiler
+it was started with, so it is neither hidden in ``untimed`` nor ranked as a bottleneck. That
+section gets no ``record_function`` range: torch.profiler cannot trace its own export.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.autograd.profiler import record_function
+
+from rlperf.timing import names
+from rlperf.timing.sections import Profiler
+
+
+def _is_measurement(path: str) -> bool:
+    return path == names.MEASUREMENT or path.startswith(names.MEASUREMENT + "/")
 
 
 @dataclass
@@ -91,35 +105,58 @@ class TorchTrace:
         )
         self._ranges: list[record_function] = []
         self._running = False
+        self._prof: Profiler | None = None
 
     # -- profiler hooks: one record_function range per section ----------------------------
     def on_enter(self, path: str) -> None:
+        if _is_measurement(path):
+            return
         rf = record_function(path)
         rf.__enter__()
         self._ranges.append(rf)
 
     def on_exit(self, path: str) -> None:
+        if _is_measurement(path):
+            return
         self._ranges.pop().__exit__(None, None, None)
 
+    @contextmanager
+    def _overhead(self) -> Iterator[None]:
+        """Time the block as ``measurement/torch_profiler`` (untimed before :meth:`start`)."""
+        if self._prof is None:
+            yield
+            return
+        with self._prof.section(names.MEASUREMENT), self._prof.section(names.TORCH_PROFILER):
+            yield
+
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self, profiler: Any) -> None:
-        """Start the torch profiler and open a range for every section of ``profiler``."""
+    def start(self, profiler: Profiler) -> None:
+        """Start the torch profiler and open a range for every section of ``profiler``; the
+        profiler's own work is timed in ``profiler`` as ``measurement/torch_profiler``."""
+        self._prof = profiler
         profiler.add_hooks(self.on_enter, self.on_exit)
-        self._profile.start()
+        with self._overhead():
+            self._profile.start()
         self._running = True
 
     def step(self, trainer: Any = None, row: Any = None) -> None:
-        """Advance the schedule by one training iteration (a ``trainer.callbacks`` entry)."""
-        self.iterations += 1
-        self._profile.step()
+        """Advance the schedule by one training iteration (a ``trainer.callbacks`` entry).
 
-    def stop(self, profiler: Any) -> list[Path]:
+        At the end of an active window this processes and exports the trace: by far the
+        profiler's largest cost, hence timed as measurement.
+        """
+        self.iterations += 1
+        with self._overhead():
+            self._profile.step()
+
+    def stop(self, profiler: Profiler) -> list[Path]:
         """Stop (exporting a partly recorded window) and return the traces this run wrote."""
         profiler.remove_hooks(self.on_enter, self.on_exit)
         while self._ranges:  # only after an exception escaped a section
             self._ranges.pop().__exit__(None, None, None)
         if self._running:
-            self._profile.stop()
+            with self._overhead():
+                self._profile.stop()
             self._running = False
         return self.traces()
 

@@ -3,7 +3,13 @@
 - ``config.json``: the full configuration (written once, before training starts);
 - ``metrics.jsonl``: one JSON object per iteration, flushed as written;
 - ``summary.json``: totals at the end (written atomically);
-- ``checkpoint.pt``: see ``run/checkpoint.py``.
+- ``checkpoint.pt``: see ``run/checkpoint.py``;
+- ``tensorboard/``: with ``--tensorboard``, TensorBoard event files (see ``run/tensorboard.py``).
+
+A new run never writes into a directory that already holds these files: the command refuses
+(``--resume`` continues the run, ``--overwrite`` replaces it), because a run mixed into another's
+files (a config from one, a checkpoint from the other) is worse than no run. See
+:func:`run_files` and :func:`remove_files`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,64 @@ from typing import Any
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
+CHECKPOINT_NAME = "checkpoint.pt"  # the name run/checkpoint.py writes (kept equal in a test)
+TENSORBOARD_DIR = "tensorboard"
+RUN_FILE_NAMES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, SUMMARY_NAME)
+# What rlperf writes under a TensorBoard log directory: SummaryWriter's event files, and
+# torch.profiler traces where TensorBoard's profiler plugin looks for them.
+TENSORBOARD_PATTERNS = ("events.out.tfevents.*", "plugins/profile/*/*.pt.trace.json")
+TRACE_PATTERN = "*.pt.trace.json"
+
+
+def tensorboard_files(log_dir: str | Path) -> list[Path]:
+    """The files rlperf wrote under a TensorBoard log directory (none if it does not exist)."""
+    log_dir = Path(log_dir)
+    if not log_dir.is_dir():
+        return []
+    return sorted(p for pattern in TENSORBOARD_PATTERNS for p in log_dir.glob(pattern))
+
+
+def trace_files(trace_dir: str | Path) -> list[Path]:
+    """torch.profiler traces (``*.pt.trace.json``) directly in ``trace_dir``."""
+    trace_dir = Path(trace_dir)
+    return sorted(trace_dir.glob(TRACE_PATTERN)) if trace_dir.is_dir() else []
+
+
+def run_files(path: str | Path) -> list[Path]:
+    """The files of an earlier run in run directory ``path``: the four run files and the
+    TensorBoard files under ``path/tensorboard``. Anything else in the directory is not rlperf's
+    and is never counted (nor removed by :func:`remove_files`)."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    found = [path / name for name in RUN_FILE_NAMES if (path / name).is_file()]
+    return found + tensorboard_files(path / TENSORBOARD_DIR)
+
+
+def describe_files(root: str | Path, files: list[Path], limit: int = 4) -> str:
+    """``"config.json, metrics.jsonl and 3 more"``: names relative to ``root``, for messages."""
+    root = Path(root)
+    names = [str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in files]
+    if len(names) > limit:
+        return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+    return ", ".join(names)
+
+
+def remove_files(files: list[Path], root: str | Path) -> None:
+    """Delete ``files`` (an earlier run's, for ``--overwrite``), then the folders strictly
+    below ``root`` that this left empty (``tensorboard/plugins/profile/<run>``). Nothing else
+    is touched: other files stay, and ``root`` itself is kept even when empty."""
+    root = Path(root).resolve()
+    folders: set[Path] = set()
+    for f in files:
+        f.unlink(missing_ok=True)
+        folders.update(p for p in f.resolve().parents if p != root and p.is_relative_to(root))
+    # Deepest first, so a parent is tried after its children; rmdir refuses non-empty ones.
+    for folder in sorted(folders, key=lambda p: -len(p.parts)):
+        try:
+            folder.rmdir()
+        except OSError:
+            continue
 
 
 def _clean(value: Any) -> Any:

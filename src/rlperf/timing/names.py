@@ -31,6 +31,15 @@ UPDATE_CHILDREN = (MINIBATCH_PREP, LOSS, BACKWARD, OPTIMIZER_STEP)
 
 TOP_LEVEL = (ROLLOUT, GAE, UPDATE, LOGGING, CHECKPOINT)
 
+# Top level, outside the iteration: the measuring tools' own work (not training). Kept apart so
+# that a profiler's cost is never reported as the user's untimed code, and so that the analyzer
+# can leave it out of the bottleneck ranking. Tools attached as trainer callbacks time
+# themselves here, each as one child.
+MEASUREMENT = "measurement"
+TORCH_PROFILER = "torch_profiler"  # stepping torch.profiler, exporting its traces
+TENSORBOARD = "tensorboard"  # writing TensorBoard scalars
+MEASUREMENT_CHILDREN = (TORCH_PROFILER, TENSORBOARD)
+
 
 def path(*names: str) -> str:
     """The full name of a nested section: ``path(ROLLOUT, ENV_STEP) == "rollout/env_step"``."""
