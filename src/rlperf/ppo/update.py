@@ -70,12 +70,15 @@ class AnalyticUpdate:
         ``mb`` holds ``T = 1`` rows (feed-forward minibatches); ``advantages`` (1, B).
         """
         policy, sec = self.policy, prof.section
+        rows = mb.rows
+        if rows is None:
+            rows = (mb.obs[0], mb.actions[0], mb.logprobs[0], mb.values[0], None, mb.returns[0])
+        obs, actions, logprobs, values, _, returns = rows
         with sec(names.LOSS):
-            logits, newvalue, cache = policy.forward_train(mb.obs[0])
+            logits, newvalue, cache = policy.forward_train(obs)
             stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
-                logits, newvalue, mb.actions[0], mb.logprobs[0], advantages[0], mb.returns[0],
-                mb.values[0], self.coefs, *policy.output_grad_views(logits.shape[0]),
-                self._stat_rows,
+                logits, newvalue, actions, logprobs, advantages[0], returns, values, self.coefs,
+                *policy.output_grad_views(logits.shape[0]), self._stat_rows,
             )  # fmt: skip
         with sec(names.BACKWARD):
             policy.backward(cache, grad_logits, grad_value)
