@@ -12,7 +12,9 @@ from rlperf.profiling.compare import (
     SPS,
     Comparison,
     compare_runs,
+    explain,
     parse_overrides,
+    render_explanation,
     render_runs,
     to_flags,
 )
@@ -118,3 +120,57 @@ def test_compare_runs_both_configurations_in_fresh_processes(tmp_path, capsys):
     assert len(figures[SPS]["a"]) == 1 and "rollout/env_step" in figures
     b_report = json.loads((tmp_path / "b_1" / "report.json").read_text())
     assert b_report["run"]["config"]["policy"]["hidden_sizes"] == [16, 16]
+
+
+def test_amdahl_explains_a_fast_env_that_barely_moves_sps(report_factory):
+    """The guide's puzzle: the env step 2x faster at 10% of wall time allows ~5% end to end."""
+
+    def run(env_s: float, wall_s: float) -> dict:
+        return report_factory(
+            [("rollout", 4.0 + env_s, 1), ("rollout/env_step", env_s, 100), ("update", 5.0, 1),
+             ("update/loss", 3.0, 10)],
+            wall_s=wall_s, sps=100_000 / wall_s,
+        )  # fmt: skip
+
+    a = [run(1.0, 10.0), run(1.02, 10.1), run(0.98, 9.9)]
+    b = [run(0.5, 9.55), run(0.51, 9.7), run(0.49, 9.4)]
+    comparisons = compare_runs(a, b)
+    (env,) = [e for e in explain(a, b, comparisons) if e.section == "rollout/env_step"]
+    assert env.share == pytest.approx(0.1, abs=0.002)
+    assert env.speedup == pytest.approx(2.0, abs=0.01)
+    assert env.predicted == pytest.approx(1 / (0.9 + 0.1 / 2.0), abs=1e-3)  # ~1.053
+    assert env.within, (env.predicted, env.measured)
+    text = render_explanation(explain(a, b, comparisons))
+    assert "Amdahl allows 1.05" in text and "within the measured spread" in text
+
+
+def test_a_prediction_outside_the_measured_spread_says_so(report_factory):
+    a = [report_factory([("rollout", 6.0, 1), ("rollout/env_step", 5.0, 10)], sps=10_000)] * 3
+    b = [report_factory([("rollout", 2.0, 1), ("rollout/env_step", 1.0, 10)], sps=10_000)] * 3
+    (env,) = explain(a, b, compare_runs(a, b))
+    assert env.predicted > 1.5 and not env.within
+    assert "OUTSIDE" in env.render()
+
+
+def test_env_options_are_settings_of_a_side():
+    parsed = parse_overrides("observe=position num_envs=8", "a", env="cartpole")
+    assert parsed == {"options": {"observe": "position"}, "num_envs": 8}
+    assert to_flags(parsed) == ["--env-option", "observe=position", "--num-envs", "8"]
+    assert to_flags({"options": {"turbo": False}}) == ["--env-option", "turbo=false"]
+    with pytest.raises(ConfigError, match="nor an option of env 'cartpole'"):
+        parse_overrides("turbo=false", "b", env="cartpole")
+
+
+def test_compare_of_env_options_with_cprofile_and_the_explanation(tmp_path, capsys):
+    argv = ["compare", "--env", "cartpole", "--num-envs", "8", "--num-steps", "16",
+            "--total-steps", "512", "--threads", "1", "--a", "observe=full", "--b",
+            "observe=position", "--repeats", "1", "--cprofile", "--out", str(tmp_path)]  # fmt: skip
+    code = main(argv)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Why (Amdahl's law" in out and "rollout/env_step:" in out
+    assert "cProfile of the last A run" in out and "cProfile of the last B run" in out
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    assert "observe=position" in saved["b_flags"]
+    assert saved["explanation"][0]["section"] == "rollout/env_step"
+    assert (tmp_path / "a_1" / "train.pstats").is_file()

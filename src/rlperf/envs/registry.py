@@ -101,6 +101,15 @@ def env_options(factory: EnvFactory) -> list[str] | None:
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
+def options_of(name: str) -> list[str] | None:
+    """The ``--env-option`` names env ``name`` takes; None when it takes any (gymnasium ids and
+    factories with ``**kwargs``); [] for an unknown name."""
+    if name.startswith(GYM_PREFIX):
+        return None
+    factory = _REGISTRY.get(name)
+    return [] if factory is None else env_options(factory)
+
+
 def check_options(name: str, factory: EnvFactory, options: dict[str, Any]) -> None:
     """Raise :class:`EnvOptionError` for an option ``factory`` does not take."""
     known = env_options(factory)

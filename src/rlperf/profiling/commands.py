@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from rlperf.cli import (
@@ -78,8 +80,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.resume or hasattr(args, "run_dir"):
         fail("compare runs fresh processes: --resume and --run-dir do not apply")
     shared = explicit_overrides(args)
-    sides = {"a": compare.parse_overrides(args.a, "a"), "b": compare.parse_overrides(args.b, "b")}
     base = config_from_args(args)  # validates the shared flags
+    env = base.env.env
+    sides = {side: compare.parse_overrides(text, side, env)
+             for side, text in (("a", args.a), ("b", args.b))}  # fmt: skip
+    for overrides in sides.values():
+        if "options" in overrides:  # env options add to (and override) the shared ones
+            overrides["options"] = {**shared.get("options", {}), **overrides["options"]}
     for side, overrides in sides.items():
         cfg = config_from_args(args)
         for name, value in overrides.items():
@@ -93,9 +100,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a_flags = preset + compare.to_flags({**shared, **sides["a"]})
     b_flags = preset + compare.to_flags({**shared, **sides["b"]})
     out_dir = Path(args.out) if args.out else None
+    # --cprofile's .pstats must outlive the runs to be printed: keep them somewhere.
+    keep_dir = out_dir or (Path(tempfile.mkdtemp(prefix="rlperf-compare-")) if args.cprofile
+                           else None)  # fmt: skip
     try:
         a_reports, b_reports, interrupted = compare.run_alternating(
-            a_flags, b_flags, args.repeats, out_dir
+            a_flags, b_flags, args.repeats, keep_dir, cprofile=args.cprofile
         )
     except compare.RunFailed as e:
         fail(f"a profile run failed: {e}", EXIT_FAILED)
@@ -104,7 +114,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return EXIT_INTERRUPTED
     comparisons = compare.compare_runs(a_reports, b_reports)
+    explanations = compare.explain(a_reports, b_reports, comparisons)
     print(compare.render_runs(comparisons, args.a or "(base)", args.b or "(base)"))
+    print(compare.render_explanation(explanations))
+    if args.cprofile:
+        from rlperf.profiling.cprofile import top_functions
+
+        for side, reports in (("A", a_reports), ("B", b_reports)):
+            pstats_path = reports[-1]["artifacts"]["cprofile"]
+            print(f"\ncProfile of the last {side} run: top 50 functions by cumulative time "
+                  f"({pstats_path})")  # fmt: skip
+            print(top_functions(pstats_path))
+        if out_dir is None:
+            shutil.rmtree(keep_dir, ignore_errors=True)
     if out_dir is not None:
         summary = {
             "schema": "rlperf.compare/1",
@@ -123,6 +145,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     "verdict": c.verdict,
                 }
                 for c in comparisons
+            ],  # fmt: skip
+            "explanation": [
+                {"section": e.section, "share": e.share, "speedup": e.speedup,
+                 "predicted_speedup": e.predicted, "measured_speedups": e.measured,
+                 "within_measured_spread": e.within}
+                for e in explanations
             ],  # fmt: skip
         }
         (out_dir / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -181,5 +209,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--repeats", type=int, default=5, help="runs of each configuration (default 5)"
     )
     compare.add_argument("--out", metavar="DIR", help="keep every run's report and compare.json")
+    compare.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="cProfile every run too, and print the top 50 functions of each side's last run",
+    )
     add_config_flags(compare)
     compare.set_defaults(func=cmd_compare)

@@ -24,6 +24,14 @@ fails (3) and reads "no difference"; a consistent +10% on a quiet machine passes
 
 Section times are in milliseconds per 1,000 environment steps, so configurations with different
 batch sizes (and so slightly different step counts) compare fairly.
+
+**Why did B move SPS by as much (or as little) as it did?** :func:`explain` applies Amdahl's law
+to the measurements: a section taking a share ``f`` of A's wall time and sped up ``s`` times
+allows an end-to-end speedup of ``1 / ((1 - f) + f / s)``. It does this for the env step (the
+question a faster simulator raises: a 2x faster env at 10% of the time buys 5%) and for the
+section whose time changed most, and says whether the prediction lies within the measured
+spread of the paired SPS speedups. Settings that are not config fields but options of the env
+(``--a turbo=false``) are passed as ``--env-option``.
 """
 
 from __future__ import annotations
@@ -37,11 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlperf.config import ConfigError, field_index
+from rlperf.config import ConfigError, field_index, parse_option_value
 from rlperf.profiling.report import load_report
+from rlperf.timing import names
 
 MIN_REPEATS = 3
 SPS = "SPS"
+ENV_STEP = names.path(names.ROLLOUT, names.ENV_STEP)
 
 
 # -- figures from reports ------------------------------------------------------------------
@@ -192,9 +202,14 @@ def render_reports(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: st
 
 
 # -- running configurations -----------------------------------------------------------------
-def parse_overrides(text: str, side: str) -> dict[str, Any]:
-    """``"num_envs=128 hidden_sizes=32,32 fast_update=false"`` -> typed config values."""
+def parse_overrides(text: str, side: str, env: str | None = None) -> dict[str, Any]:
+    """``"num_envs=128 hidden_sizes=32,32 fast_update=false"`` -> typed config values.
+
+    A key that is not a config field but an option of ``env`` goes into ``options`` (the
+    ``--env-option`` dict): ``"turbo=false"`` with ``env="petri"``.
+    """
     from rlperf.config import Config
+    from rlperf.envs.registry import options_of
 
     index = field_index()
     defaults = Config()
@@ -205,7 +220,12 @@ def parse_overrides(text: str, side: str) -> dict[str, Any]:
         if not sep or not raw:
             raise ConfigError(f"--{side}: expected key=value, got {item!r}")
         if key not in index:
-            raise ConfigError(f"--{side}: unknown setting {key!r}")
+            env_options = options_of(env) if env else []
+            if env_options is None or key in env_options:
+                out.setdefault("options", {})[key] = parse_option_value(raw)
+                continue
+            where = f" nor an option of env {env!r}" if env else ""
+            raise ConfigError(f"--{side}: unknown setting {key!r} (not a config field{where})")
         default = getattr(getattr(defaults, index[key][0]), key)
         try:
             if isinstance(default, bool):
@@ -229,13 +249,100 @@ def to_flags(settings: dict[str, Any]) -> list[str]:
     flags: list[str] = []
     for key, value in settings.items():
         flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
+        if key == "options":
+            for name, option in value.items():
+                text = str(option).lower() if isinstance(option, bool) else str(option)
+                flags += ["--env-option", f"{name}={text}"]
+        elif isinstance(value, bool):
             flags.append(flag if value else "--no-" + key.replace("_", "-"))
         elif isinstance(value, (tuple, list)):
             flags += [flag, *(str(v) for v in value)]
         else:
             flags += [flag, str(value)]
     return flags
+
+
+# -- the explanation (Amdahl) ------------------------------------------------------------------
+@dataclass
+class Explanation:
+    """What a section's speedup allows end to end, against what was measured.
+
+    Attributes:
+        section: the section's full name.
+        share: its median share of A's wall time (0-1).
+        speedup: median paired A/B ratio of its time (> 1: faster in B).
+        predicted: ``1 / ((1 - share) + share / speedup)``.
+        measured: paired B/A SPS ratios.
+    """
+
+    section: str
+    share: float
+    speedup: float
+    predicted: float
+    measured: list[float]
+
+    @property
+    def within(self) -> bool:
+        """The prediction lies inside the measured range of paired SPS speedups."""
+        return min(self.measured) <= self.predicted <= max(self.measured)
+
+    def render(self) -> str:
+        lo, hi = min(self.measured), max(self.measured)
+        med = statistics.median(self.measured)
+        agrees = "within" if self.within else "OUTSIDE"
+        return (
+            f"{self.section}: {self.share:.1%} of A's wall time, {self.speedup:.2f}x faster in B "
+            f"-> Amdahl allows {self.predicted:.3f}x end to end; measured {med:.3f}x "
+            f"[{lo:.3f}-{hi:.3f}] ({agrees} the measured spread)"
+        )
+
+
+def _share(report: dict[str, Any], section: str) -> float:
+    wall = report["totals"]["wall_s"]
+    total = next((e["total_s"] for e in report["sections"] if e["name"] == section), 0.0)
+    return total / wall if wall > 0 else 0.0
+
+
+def explain(
+    a_reports: list[dict[str, Any]],
+    b_reports: list[dict[str, Any]],
+    comparisons: list[Comparison],
+) -> list[Explanation]:
+    """Amdahl's prediction for the env step and for the section that changed most (leaf
+    sections only: a parent's change is its children's)."""
+    by_name = {c.name: c for c in comparisons}
+    sps = by_name.get(SPS)
+    if sps is None:
+        return []
+    measured = [b / a for a, b in zip(sps.a, sps.b, strict=True) if a > 0]
+    parents = {n.rsplit("/", 1)[0] for n in by_name if "/" in n}
+    leaves = [c for c in comparisons if c.name != SPS and c.name not in parents
+              and not c.name.startswith(names.MEASUREMENT)]  # fmt: skip
+    chosen = [ENV_STEP] if ENV_STEP in by_name else []
+    if leaves:
+        biggest = max(leaves, key=lambda c: abs(statistics.median(
+            [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0] or [1.0]) - 1.0))  # fmt: skip
+        if biggest.name not in chosen:
+            chosen.append(biggest.name)
+    out = []
+    for name in chosen:
+        c = by_name[name]
+        ratios = [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0]
+        if not ratios or not measured:
+            continue
+        share = statistics.median(_share(r, name) for r in a_reports)
+        speedup = statistics.median(ratios)
+        predicted = 1.0 / ((1.0 - share) + share / speedup)
+        out.append(Explanation(name, share, speedup, predicted, measured))
+    return out
+
+
+def render_explanation(explanations: list[Explanation]) -> str:
+    if not explanations:
+        return ""
+    lines = ["", "Why (Amdahl's law on the measurements above):"]
+    lines += [f"- {e.render()}" for e in explanations]
+    return "\n".join(lines)
 
 
 class RunFailed(RuntimeError):
@@ -253,11 +360,17 @@ def run_profile(flags: list[str], out_dir: Path) -> dict[str, Any]:
 
 
 def run_alternating(
-    a_flags: list[str], b_flags: list[str], repeats: int, out_dir: Path | None = None
+    a_flags: list[str],
+    b_flags: list[str],
+    repeats: int,
+    out_dir: Path | None = None,
+    cprofile: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
     """Run A then B, ``repeats`` times: (A reports, B reports, interrupted).
 
-    On Ctrl-C after at least one complete pair, returns the complete pairs so far.
+    With ``cprofile`` each run also writes ``train.pstats`` beside its report (the report's
+    ``artifacts.cprofile`` names it). On Ctrl-C after at least one complete pair, returns the
+    complete pairs so far.
     """
     interrupted = False
     a_reports: list[dict[str, Any]] = []
@@ -267,7 +380,9 @@ def run_alternating(
         try:
             for i in range(1, repeats + 1):
                 for side, flags, reports in (("A", a_flags, a_reports), ("B", b_flags, b_reports)):
-                    report = run_profile(flags, base / f"{side.lower()}_{i}")
+                    run_dir = base / f"{side.lower()}_{i}"
+                    extra = ["--cprofile", str(run_dir / "train.pstats")] if cprofile else []
+                    report = run_profile(flags + extra, run_dir)
                     reports.append(report)
                     print(f"run {i}/{repeats} {side}: {report['totals']['sps']:,.0f} SPS",
                           file=sys.stderr, flush=True)  # fmt: skip
