@@ -147,9 +147,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 for c in comparisons
             ],  # fmt: skip
             "explanation": [
-                {"section": e.section, "share": e.share, "speedup": e.speedup,
-                 "predicted_speedup": e.predicted, "measured_speedups": e.measured,
-                 "within_measured_spread": e.within}
+                {
+                    "section": e.section,
+                    "share": e.share,
+                    "speedup": e.speedup,
+                    "predicted_speedup": e.predicted,
+                    "measured_speedups": e.measured,
+                    "within_measured_spread": e.within,
+                }
                 for e in explanations
             ],  # fmt: skip
         }
