@@ -32,6 +32,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.episodes import finished_infos
+
 GRAVITY = 9.8
 MASS_CART = 1.0
 MASS_POLE = 0.1
@@ -167,16 +169,9 @@ class CartPoleVec(VectorEnv):
         done = terminated | truncated
         if not done.any():
             return obs, rewards, terminated, truncated, {}
-        infos = {
-            "final_obs": obs.copy(),
-            "_final_obs": done,
-            "episode": {
-                "r": np.where(done, self.episode_returns, 0.0).astype(np.float32),
-                "l": np.where(done, self.episode_steps, 0),
-                "t": np.where(done, time.perf_counter() - self._episode_start_s, 0.0),
-            },
-            "_episode": done,
-        }
+        infos = finished_infos(
+            obs, done, self.episode_returns, self.episode_steps, self._episode_start_s
+        )
         self._reset_rows(done)
         rows = st.T[done]
         obs[done] = rows if self._observed is None else rows[:, self._observed]

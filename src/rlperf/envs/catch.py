@@ -21,6 +21,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.episodes import finished_infos
+
 ON = 255
 
 
@@ -88,16 +90,9 @@ class CatchVec(VectorEnv):
         obs = self._observation()
         if not terminated.any():
             return obs, rewards, terminated, truncated, {}
-        infos = {
-            "final_obs": obs.copy(),
-            "_final_obs": terminated,
-            "episode": {
-                "r": np.where(terminated, self.episode_returns, 0.0).astype(np.float32),
-                "l": np.where(terminated, self.episode_steps, 0),
-                "t": np.where(terminated, time.perf_counter() - self._episode_start_s, 0.0),
-            },
-            "_episode": terminated,
-        }
+        infos = finished_infos(
+            obs, terminated, self.episode_returns, self.episode_steps, self._episode_start_s
+        )
         self._reset_rows(terminated)
         obs[terminated] = self._observation()[terminated]
         return obs, rewards, terminated, truncated, infos

@@ -127,15 +127,20 @@ class PackedTableSampler:
         return views
 
 
-class RowSampler:
-    """Shuffled rows, gathered from each stored tensor in its own dtype."""
+class _GatheringSampler:
+    """Samplers that gather from the buffer's own tensors; returns are kept beside them."""
 
     def __init__(self, buf: RolloutBuffer) -> None:
         self.buf = buf
         self._returns = torch.zeros_like(buf.advantages)
 
     def prepare(self) -> None:
+        """Returns = advantages + values (after GAE wrote the advantages)."""
         torch.add(self.buf.advantages, self.buf.values, out=self._returns)
+
+
+class RowSampler(_GatheringSampler):
+    """Shuffled rows, gathered from each stored tensor in its own dtype."""
 
     def epoch(self, num_minibatches: int, generator: torch.Generator | None) -> list[Minibatch]:
         buf = self.buf
@@ -163,17 +168,13 @@ class RowSampler:
         return out
 
 
-class SegmentSampler:
+class SegmentSampler(_GatheringSampler):
     """Minibatches of whole ``(H, S)`` environment segments for recurrent policies."""
 
     def __init__(self, buf: RolloutBuffer) -> None:
         if not buf.recurrent:
             raise ValueError("segment minibatches need a recurrent policy's buffer")
-        self.buf = buf
-        self._returns = torch.zeros_like(buf.advantages)
-
-    def prepare(self) -> None:
-        torch.add(self.buf.advantages, self.buf.values, out=self._returns)
+        super().__init__(buf)
 
     def epoch(self, num_minibatches: int, generator: torch.Generator | None) -> list[Minibatch]:
         buf = self.buf
