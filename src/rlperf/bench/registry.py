@@ -420,6 +420,91 @@ def _e2e_train(num_envs: int, env_steps: int, threads: int, kind: str = "mlp") -
     return Prepared(run, env_steps, "env_steps")
 
 
+# -- the Petri-net environment ----------------------------------------------------------
+PETRI_NET = "jobshop"  # the >= 20-transition built-in net the speed target is measured on
+PETRI_RECORDED_STEPS = 128
+
+
+def _petri_vec(num_envs: int, **options: Any) -> Any:
+    from rlperf.envs import make_vec, registered
+
+    if "petri" not in registered():
+        raise CaseSkipped("no petri environment in this commit")
+    return make_vec("petri", num_envs, seed=SEED, net=PETRI_NET, **options)
+
+
+def _petri_step(turbo: bool, num_envs: int) -> Prepared:
+    """One step with random enabled transitions, recorded in setup by a turbo twin from the same
+    start: every timed step fires valid transitions, as a masked policy would."""
+    import numpy as np
+
+    vec, twin = _petri_vec(num_envs, turbo=turbo), _petri_vec(num_envs)
+    mask = twin.reset(seed=SEED)[1]["action_mask"]
+    rng = np.random.default_rng(SEED)
+    actions = []
+    for _ in range(PETRI_RECORDED_STEPS):
+        actions.append((rng.random(mask.shape) * mask).argmax(1))
+        mask = twin.step(actions[-1])[4]["action_mask"]
+    vec.reset(seed=SEED)
+    start, calls = vec.get_state(), [0]
+
+    def run() -> Any:
+        k = calls[0] % PETRI_RECORDED_STEPS
+        if k == 0 and calls[0]:
+            vec.set_state(start)  # back to where the recording began: 1 call in 128
+        calls[0] += 1
+        return vec.step(actions[k])
+
+    return Prepared(run, num_envs, "env_steps")
+
+
+def _petri_reset(turbo: bool, num_envs: int) -> Prepared:
+    vec = _petri_vec(num_envs, turbo=turbo)
+    return Prepared(lambda: vec.reset(seed=SEED), num_envs, "env_resets")
+
+
+def _petri_masked_act(num_envs: int) -> Prepared:
+    """The MLP policy's act on the petri env's observations with its action mask."""
+    import torch
+
+    from rlperf.config import PolicyConfig
+    from rlperf.envs.spec import EnvSpec
+    from rlperf.policies.registry import make_policy
+
+    vec = _petri_vec(num_envs)
+    obs, infos = vec.reset(seed=SEED)
+    spec = EnvSpec.from_env(vec, infos)
+    torch.manual_seed(SEED)
+    policy = make_policy(PolicyConfig(kind="mlp"), spec)
+    obs_t, mask = torch.from_numpy(obs), torch.from_numpy(infos["action_mask"])
+    state = policy.initial_state(num_envs)
+    gen = torch.Generator().manual_seed(SEED)
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return policy.act(obs_t, state, None, mask, gen)
+
+    return Prepared(run, num_envs, "samples")
+
+
+def _petri_e2e(num_envs: int, env_steps: int, threads: int) -> Prepared:
+    """``_e2e_train`` on the petri env (masked MLP PPO)."""
+    from rlperf.ppo.trainer import Trainer
+
+    _petri_vec(1)  # CaseSkipped on commits without the env
+    cfg = _trainer_config(num_envs, threads)
+    cfg.env.env, cfg.env.options = "petri", {"net": PETRI_NET}
+    cfg.run.warmup_iters = 0
+    cfg.run.total_steps = env_steps
+    trainer = Trainer(cfg)
+
+    def run() -> dict[str, Any]:
+        cfg.run.total_steps = trainer.global_step + env_steps
+        return trainer.train()
+
+    return Prepared(run, env_steps, "env_steps")
+
+
 # -- the registry ------------------------------------------------------------------------
 def _env_names() -> list[str]:
     from rlperf.envs import registered
@@ -461,13 +546,21 @@ def all_cases() -> list[Case]:
         params = {"num_envs": 64, "threads": 1, "kind": kind}
         cases.append(Case("update_epoch", params, _update_epoch))
         cases.append(Case("e2e_train", {**params, "env_steps": 4096}, _e2e_train))
+    for turbo in (True, False):
+        for n in (64, 1024):
+            cases.append(Case("petri_step", {"turbo": turbo, "num_envs": n}, _petri_step))
+            cases.append(Case("petri_reset", {"turbo": turbo, "num_envs": n}, _petri_reset))
+    cases.append(Case("petri_masked_act", {"num_envs": 64}, _petri_masked_act))
+    params = {"num_envs": 64, "env_steps": 4096, "threads": 1}
+    cases.append(Case("petri_e2e", params, _petri_e2e))
     return cases
 
 
 COMPONENTS = (
     "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate", "transfer",
     "buffer_store", "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward",
-    "optimizer_step", "update_epoch", "e2e_train",
+    "optimizer_step", "update_epoch", "e2e_train", "petri_step", "petri_reset",
+    "petri_masked_act", "petri_e2e",
 )  # fmt: skip
 
 

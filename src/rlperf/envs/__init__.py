@@ -2,6 +2,7 @@
 
 from rlperf.envs.cartpole import CartPoleVec
 from rlperf.envs.catch import CatchVec
+from rlperf.envs.petri import make_petri
 from rlperf.envs.registry import (
     GYM_PREFIX,
     EnvOptionError,
@@ -15,6 +16,7 @@ from rlperf.envs.registry import (
 
 register("cartpole", CartPoleVec)
 register("catch", CatchVec)
+register("petri", make_petri)
 
 __all__ = [
     "GYM_PREFIX",
