@@ -38,10 +38,11 @@ def test_profiler_overhead_is_its_own_top_level_section(traced_report: dict) -> 
     assert sections[OVERHEAD]["calls"] == traced_report["totals"]["iterations"] + 2
     # The export used to land in untimed; now untimed is only glue, far below the overhead.
     assert traced_report["totals"]["untimed_s"] < 0.25 * overhead_s
-    # Top-level rows plus untimed still add up to the wall time (start/stop included).
+    # Top-level rows plus untimed still add up to the wall time (start/stop included); untimed
+    # is clamped at 0, so timer rounding may leave the rows a hair above the wall.
     top = sum(e["total_s"] for e in traced_report["sections"] if e["parent"] is None)
     wall = traced_report["totals"]["wall_s"]
-    assert top + traced_report["totals"]["untimed_s"] == pytest.approx(wall, rel=1e-6)
+    assert top + traced_report["totals"]["untimed_s"] == pytest.approx(wall, rel=1e-3)
 
 
 def test_analyze_neither_flags_nor_ranks_the_overhead(traced_report: dict) -> None:
