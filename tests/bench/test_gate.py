@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 import rlperf
 from rlperf.cli import main
@@ -101,6 +102,27 @@ def test_case_crash_on_head_is_exit_2(repo: dict, monkeypatch: pytest.MonkeyPatc
     err = capsys.readouterr().err
     assert code == 2
     assert "failed on head working tree: RuntimeError: planted crash" in err
+
+
+def test_a_case_skipped_on_a_side_is_logged_and_left_out(
+    repo: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The transfer cases skip without CUDA (as a component missing from an older base does):
+    the gate says so and decides on the rest; with nothing left it is exit 2."""
+    if torch.cuda.is_available():
+        pytest.skip("the transfer cases run on a machine with CUDA")
+    transfer = "transfer[direction=d2h,memory=pinned,non_blocking=True,batch=1024]"
+    fast = [a if a != GAE_CASE else f"{transfer},{GAE_CASE}" for a in FAST]
+    code = gate(repo, "base", "--base", str(repo["base"]), *fast, monkeypatch=monkeypatch)
+    captured = capsys.readouterr()
+    assert code == 0
+    assert f"skipping {transfer} (not on base: CUDA not available" in captured.out + captured.err
+    assert GAE_CASE in captured.out
+
+    only = [a if a != GAE_CASE else transfer for a in FAST]
+    code = gate(repo, "base", "--base", str(repo["base"]), *only, monkeypatch=monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2 and "no case can be timed on both base and head" in err
 
 
 @pytest.mark.parametrize(

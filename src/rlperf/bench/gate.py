@@ -218,7 +218,11 @@ def run_rounds(
     settings: Settings,
     log: Callable[[str], None],
 ) -> list[CaseResult]:
-    """Alternate base and head in fresh processes, round after round, until all are decided."""
+    """Alternate base and head in fresh processes, round after round, until all are decided.
+
+    A case either side skips (``CaseSkipped``: a component the base commit does not have yet,
+    CUDA on a CPU box) is logged with its reason and left out; GateError if none is left.
+    """
     results: dict[str, CaseResult] = {}
     pending = list(cases)
     workers = {"base": Worker(base), "head": Worker(head)}
@@ -226,6 +230,14 @@ def run_rounds(
         for r in range(settings.max_rounds):
             begin_round(workers, pending, settings.warmup_s)
             if r == 0:
+                for side, worker in workers.items():
+                    for case, reason in worker.setup_answer.get("skipped", {}).items():
+                        log(f"skipping {case} (not on {side}: {reason})")
+                        if case in cases:
+                            cases = [c for c in cases if c != case]
+                            pending.remove(case)
+                if not cases:
+                    raise GateError("no case can be timed on both base and head")
                 for case in cases:
                     calls = workers["base"].ask(
                         {"op": "calibrate", "case": case, "sample_s": settings.sample_s}

@@ -67,9 +67,13 @@ def setup_round(request: dict[str, Any], src: Path, registry_path: Path) -> dict
     if src.resolve() not in origin.parents:
         raise RuntimeError(f"rlperf imported from {origin}, not from {src}")
     registry = load_registry(registry_path)
-    prepared, items = {}, {}
+    prepared, items, skipped = {}, {}, {}
     for case in registry.select(request["cases"]):
-        ready = case.setup()
+        try:
+            ready = case.setup()
+        except registry.CaseSkipped as e:  # e.g. a component this commit does not have
+            skipped[case.name] = str(e)
+            continue
         # Warm up by CPU time, not wall time: on a loaded machine a wall-time budget can pass
         # before the first call has even run twice.
         calls, cpu0 = 0, time.process_time()
@@ -78,7 +82,7 @@ def setup_round(request: dict[str, Any], src: Path, registry_path: Path) -> dict
             calls += 1
         prepared[case.name] = ready
         items[case.name] = [ready.items_per_call, ready.items_unit]
-    reply({"rlperf": str(origin), "items": items})
+    reply({"rlperf": str(origin), "items": items, "skipped": skipped})
     return prepared
 
 
