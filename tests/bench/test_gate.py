@@ -113,11 +113,14 @@ def test_a_case_skipped_on_a_side_is_logged_and_left_out(
         pytest.skip("the transfer cases run on a machine with CUDA")
     transfer = "transfer[direction=d2h,memory=pinned,non_blocking=True,batch=1024]"
     fast = [a if a != GAE_CASE else f"{transfer},{GAE_CASE}" for a in FAST]
-    code = gate(repo, "base", "--base", str(repo["base"]), *fast, monkeypatch=monkeypatch)
+    gate(repo, "base", "--base", str(repo["base"]), *fast, monkeypatch=monkeypatch)
     captured = capsys.readouterr()
-    assert code == 0
+    # Base against itself with FAST's few 10 ms samples: the verdict itself is noise (A/A
+    # false-alarm rates are measured by benchmarks/gate_experiment.py, not here). What matters:
+    # the skipped case did not stop the gate, and the other case was timed and judged.
+    assert "no case can be timed" not in captured.err, captured.err
     assert f"skipping {transfer} (not on base: CUDA not available" in captured.out + captured.err
-    assert GAE_CASE in captured.out
+    assert f"{GAE_CASE}: " in captured.out
 
     only = [a if a != GAE_CASE else transfer for a in FAST]
     code = gate(repo, "base", "--base", str(repo["base"]), *only, monkeypatch=monkeypatch)
