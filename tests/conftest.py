@@ -40,3 +40,20 @@ def isolated_env_registry() -> Iterator[None]:
     yield
     for name in set(registered()) - before:
         unregister(name)
+
+
+@pytest.fixture
+def usage_error(capsys: pytest.CaptureFixture) -> Callable[[list[str]], str]:
+    """``usage_error(argv)``: run the CLI, expect exit 2 with one ``rlperf: error:`` line on
+    stderr, and return that line."""
+    from rlperf.cli import EXIT_USAGE, main
+
+    def check(argv: list[str]) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == EXIT_USAGE
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("rlperf: error: "), lines
+        return lines[0]
+
+    return check

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlperf.cli import EXIT_USAGE, main
+from rlperf.cli import main
 from rlperf.run import checkpoint, run_dir
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs",
@@ -22,15 +22,6 @@ def tree(root: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-def usage_error(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == EXIT_USAGE
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rlperf: error: "), lines
-    return lines[0]
 
 
 def train(run: Path, iterations: int, *extra: str) -> int:
@@ -52,10 +43,10 @@ def test_checkpoint_name_is_the_one_the_guard_looks_for() -> None:
 
 
 def test_second_train_into_a_run_is_refused_and_changes_nothing(
-    earlier_run: Path, capsys: pytest.CaptureFixture
+    usage_error, earlier_run: Path, capsys: pytest.CaptureFixture
 ) -> None:
     before = tree(earlier_run)
-    line = usage_error(capsys, ["train", *TINY, "--total-steps", str(BATCH), "--run-dir",
+    line = usage_error(["train", *TINY, "--total-steps", str(BATCH), "--run-dir",
                                 str(earlier_run)])  # fmt: skip
     assert f"run directory {earlier_run} already holds a run" in line
     assert f"--resume {earlier_run}" in line and "--overwrite" in line
@@ -75,16 +66,16 @@ def test_a_directory_with_only_other_files_is_fine(tmp_path: Path) -> None:
     assert (tmp_path / "readme.md").read_text() == "x"
 
 
-def test_overwrite_with_resume_is_an_error(earlier_run: Path, capsys) -> None:
+def test_overwrite_with_resume_is_an_error(usage_error, earlier_run: Path, capsys) -> None:
     before = tree(earlier_run)
-    line = usage_error(capsys, ["train", "--resume", str(earlier_run), "--overwrite"])
+    line = usage_error(["train", "--resume", str(earlier_run), "--overwrite"])
     assert "--overwrite" in line and "--resume" in line
     assert tree(earlier_run) == before
 
 
-def test_overwrite_after_a_bad_input_loses_nothing(earlier_run: Path, capsys) -> None:
+def test_overwrite_after_a_bad_input_loses_nothing(usage_error, earlier_run: Path, capsys) -> None:
     before = tree(earlier_run)
-    usage_error(capsys, ["train", *TINY, "--run-dir", str(earlier_run), "--overwrite",
+    usage_error(["train", *TINY, "--run-dir", str(earlier_run), "--overwrite",
                          "--env", "nope"])  # fmt: skip
     assert tree(earlier_run) == before
 
@@ -109,7 +100,7 @@ TRACE = ["--torch-profiler", "--wait", "0", "--warmup", "1", "--active", "1"]
 
 
 def test_second_profile_into_an_out_dir_is_refused_and_changes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+    usage_error, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "p"
     assert main([*PROFILE, "--out", str(out), *TRACE]) == 0
@@ -117,17 +108,19 @@ def test_second_profile_into_an_out_dir_is_refused_and_changes_nothing(
     capsys.readouterr()
     before = tree(out)
     for extra in ([], TRACE):
-        line = usage_error(capsys, [*PROFILE, "--out", str(out), *extra])
+        line = usage_error([*PROFILE, "--out", str(out), *extra])
         assert f"--out {out} already holds a profile" in line and "--overwrite" in line
         assert "report.json" in line
     assert tree(out) == before
 
 
-def test_profile_refuses_a_trace_directory_that_holds_traces(tmp_path: Path, capsys) -> None:
+def test_profile_refuses_a_trace_directory_that_holds_traces(
+    usage_error, tmp_path: Path, capsys
+) -> None:
     traces = tmp_path / "traces"
     traces.mkdir()
     (traces / "old.pt.trace.json").write_text("{}")
-    line = usage_error(capsys, [*PROFILE, *TRACE, "--torch-profiler-dir", str(traces)])
+    line = usage_error([*PROFILE, *TRACE, "--torch-profiler-dir", str(traces)])
     assert f"trace directory {traces} already holds torch.profiler traces" in line
     assert "old.pt.trace.json" in line
     assert tree(traces) == {"old.pt.trace.json": b"{}"}
@@ -144,8 +137,8 @@ def test_profile_overwrite_removes_the_old_report_and_traces_only(tmp_path: Path
     assert (out / "report.json").read_bytes() != old_report
 
 
-def test_profile_refuses_a_run_dir_that_holds_a_run(earlier_run: Path, capsys) -> None:
+def test_profile_refuses_a_run_dir_that_holds_a_run(usage_error, earlier_run: Path, capsys) -> None:
     before = tree(earlier_run)
-    line = usage_error(capsys, [*PROFILE, "--run-dir", str(earlier_run)])
+    line = usage_error([*PROFILE, "--run-dir", str(earlier_run)])
     assert f"--resume {earlier_run}" in line
     assert tree(earlier_run) == before

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlperf.cli import EXIT_INTERRUPTED, EXIT_USAGE, main
+from rlperf.cli import EXIT_INTERRUPTED, main
 from rlperf.envs import CartPoleVec
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs",
@@ -27,15 +27,6 @@ def scalars(log_dir: Path) -> EventAccumulator:
 
 def steps(acc: EventAccumulator, tag: str) -> list[int]:
     return [e.step for e in acc.Scalars(tag)]
-
-
-def usage_error(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == EXIT_USAGE
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rlperf: error: "), lines
-    return lines[0]
 
 
 def test_train_writes_every_metric_per_iteration(tmp_path: Path) -> None:
@@ -60,25 +51,27 @@ def test_train_writes_every_metric_per_iteration(tmp_path: Path) -> None:
     assert summary["sections"]["measurement/tensorboard"] > 0
 
 
-def test_tensorboard_needs_a_run_dir(capsys: pytest.CaptureFixture) -> None:
-    line = usage_error(capsys, ["train", *TINY, "--tensorboard"])
+def test_tensorboard_needs_a_run_dir(usage_error, capsys: pytest.CaptureFixture) -> None:
+    line = usage_error(["train", *TINY, "--tensorboard"])
     assert "--tensorboard needs --run-dir" in line
 
 
-def test_profile_tensorboard_needs_run_dir_or_out(capsys: pytest.CaptureFixture) -> None:
-    line = usage_error(capsys, ["profile", *TINY, "--tensorboard"])
+def test_profile_tensorboard_needs_run_dir_or_out(
+    usage_error, capsys: pytest.CaptureFixture
+) -> None:
+    line = usage_error(["profile", *TINY, "--tensorboard"])
     assert "--tensorboard needs --run-dir or --out" in line
 
 
 def test_missing_package_is_one_line_naming_the_extra(
-    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+    usage_error, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # None in sys.modules makes `import` raise ImportError, as if the package were absent.
     monkeypatch.setitem(sys.modules, "tensorboard", None)
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
     for command in ("train", "profile"):
         argv = [command, *TINY, "--run-dir", str(tmp_path / "r"), "--tensorboard"]
-        line = usage_error(capsys, argv)
+        line = usage_error(argv)
         assert "pip install 'rlperf[tensorboard]'" in line
     assert not (tmp_path / "r").exists()
 
