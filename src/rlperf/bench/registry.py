@@ -117,8 +117,11 @@ POLICY_WORKLOADS = {
 }
 
 
-def _kind_policy(kind: str, num_envs: int) -> tuple[Any, Any, Any]:
-    """(policy, env spec, vector env) for a policy kind on its workload."""
+def _kind_policy(
+    kind: str, num_envs: int, workload: tuple[str, dict[str, Any]] | None = None
+) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(policy, env spec, first observation, reset infos) for a policy kind on a workload
+    (default: the kind's own, :data:`POLICY_WORKLOADS`)."""
     import torch
 
     try:
@@ -129,35 +132,43 @@ def _kind_policy(kind: str, num_envs: int) -> tuple[Any, Any, Any]:
         raise CaseSkipped(f"no policy registry in this commit ({e})") from e
     from rlperf.envs import make_vec
 
-    env_name, options = POLICY_WORKLOADS[kind]
+    env_name, options = workload or POLICY_WORKLOADS[kind]
     vec = make_vec(env_name, num_envs, seed=SEED, **options)
-    _, infos = vec.reset(seed=SEED)
+    obs, infos = vec.reset(seed=SEED)
     spec = EnvSpec.from_env(vec, infos)
     torch.manual_seed(SEED)
-    return make_policy(PolicyConfig(kind=kind), spec), spec, vec
+    return make_policy(PolicyConfig(kind=kind), spec), spec, obs, infos
 
 
-def _kind_act(kind: str, num_envs: int) -> Prepared:
+def _act_case(policy: Any, obs: Any, infos: dict[str, Any]) -> Prepared:
+    """One rollout step of ``policy``: state and done flags carried, the env's mask if any."""
     import torch
 
-    policy, spec, vec = _kind_policy(kind, num_envs)
-    obs = torch.from_numpy(vec.reset(seed=SEED)[0])
+    num_envs = len(obs)
+    obs_t = torch.from_numpy(obs)
+    mask = infos.get("action_mask")
+    mask_t = None if mask is None else torch.from_numpy(mask)
     state = policy.initial_state(num_envs)
     done = torch.zeros(num_envs) if policy.recurrent else None
     gen = torch.Generator().manual_seed(SEED)
 
     def run() -> Any:
         with torch.inference_mode():
-            return policy.act(obs, state, done, None, gen)
+            return policy.act(obs_t, state, done, mask_t, gen)
 
     return Prepared(run, num_envs, "samples")
+
+
+def _kind_act(kind: str, num_envs: int) -> Prepared:
+    policy, _, obs, infos = _kind_policy(kind, num_envs)
+    return _act_case(policy, obs, infos)
 
 
 def _lstm_evaluate(num_steps: int, num_envs: int, backward: bool) -> Prepared:
     """The recurrent policy over a (T, B) sequence, as one update minibatch sees it."""
     import torch
 
-    policy, spec, vec = _kind_policy("lstm", num_envs)
+    policy, spec, _, _ = _kind_policy("lstm", num_envs)
     gen = torch.Generator().manual_seed(SEED)
     obs = torch.randn(num_steps, num_envs, *spec.obs_shape, generator=gen)
     actions = torch.randint(0, spec.action.nvec[0], (num_steps, num_envs), generator=gen)
@@ -405,15 +416,19 @@ def _update_epoch(num_envs: int, threads: int, kind: str = "mlp") -> Prepared:
 
 
 def _e2e_train(num_envs: int, env_steps: int, threads: int, kind: str = "mlp") -> Prepared:
+    return _continued_training(_trainer_config(num_envs, threads, kind), env_steps)
+
+
+def _continued_training(cfg: Any, env_steps: int) -> Prepared:
+    """Each call trains the same run for ``env_steps`` more steps (train() stops at
+    total_steps, so it is moved on before every call)."""
     from rlperf.ppo.trainer import Trainer
 
-    cfg = _trainer_config(num_envs, threads, kind)
     cfg.run.warmup_iters = 0
     cfg.run.total_steps = env_steps
     trainer = Trainer(cfg)
 
     def run() -> dict[str, Any]:
-        # Continue the same run for ``env_steps`` more steps (train() stops at total_steps).
         cfg.run.total_steps = trainer.global_step + env_steps
         return trainer.train()
 
@@ -465,44 +480,17 @@ def _petri_reset(turbo: bool, num_envs: int) -> Prepared:
 
 def _petri_masked_act(num_envs: int) -> Prepared:
     """The MLP policy's act on the petri env's observations with its action mask."""
-    import torch
-
-    from rlperf.config import PolicyConfig
-    from rlperf.envs.spec import EnvSpec
-    from rlperf.policies.registry import make_policy
-
-    vec = _petri_vec(num_envs)
-    obs, infos = vec.reset(seed=SEED)
-    spec = EnvSpec.from_env(vec, infos)
-    torch.manual_seed(SEED)
-    policy = make_policy(PolicyConfig(kind="mlp"), spec)
-    obs_t, mask = torch.from_numpy(obs), torch.from_numpy(infos["action_mask"])
-    state = policy.initial_state(num_envs)
-    gen = torch.Generator().manual_seed(SEED)
-
-    def run() -> Any:
-        with torch.inference_mode():
-            return policy.act(obs_t, state, None, mask, gen)
-
-    return Prepared(run, num_envs, "samples")
+    _petri_vec(1)  # CaseSkipped on commits without the env
+    policy, _, obs, infos = _kind_policy("mlp", num_envs, ("petri", {"net": PETRI_NET}))
+    return _act_case(policy, obs, infos)
 
 
 def _petri_e2e(num_envs: int, env_steps: int, threads: int) -> Prepared:
     """``_e2e_train`` on the petri env (masked MLP PPO)."""
-    from rlperf.ppo.trainer import Trainer
-
     _petri_vec(1)  # CaseSkipped on commits without the env
     cfg = _trainer_config(num_envs, threads)
     cfg.env.env, cfg.env.options = "petri", {"net": PETRI_NET}
-    cfg.run.warmup_iters = 0
-    cfg.run.total_steps = env_steps
-    trainer = Trainer(cfg)
-
-    def run() -> dict[str, Any]:
-        cfg.run.total_steps = trainer.global_step + env_steps
-        return trainer.train()
-
-    return Prepared(run, env_steps, "env_steps")
+    return _continued_training(cfg, env_steps)
 
 
 # -- the registry ------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINT_NAME = "checkpoint.pt"
+from rlperf.run.run_dir import CHECKPOINT_NAME  # one name, where the run's files are listed
+
 CHECKPOINT_FORMAT = "rlperf.checkpoint/3"  # 3: any policy, its recurrent state, env options
 
 

@@ -23,7 +23,7 @@ from typing import Any
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "summary.json"
-CHECKPOINT_NAME = "checkpoint.pt"  # the name run/checkpoint.py writes (kept equal in a test)
+CHECKPOINT_NAME = "checkpoint.pt"  # written by run/checkpoint.py, which takes the name from here
 TENSORBOARD_DIR = "tensorboard"
 RUN_FILE_NAMES = (CHECKPOINT_NAME, CONFIG_NAME, METRICS_NAME, SUMMARY_NAME)
 # What rlperf writes under a TensorBoard log directory: SummaryWriter's event files, and
