@@ -50,11 +50,6 @@ MEASUREMENT_NOTE = (
 )
 
 
-def is_measurement(name: str) -> bool:
-    """Whether a section path is measurement overhead (``measurement`` or below it)."""
-    return name == names.MEASUREMENT or name.startswith(names.MEASUREMENT + "/")
-
-
 @dataclass
 class Scored:
     """One section's analysis: its report entry, score components and flags."""
@@ -132,7 +127,7 @@ def phase_of(name: str) -> str:
     leaf = name.rsplit("/", 1)[-1].lower()
     if name == "untimed":
         return "untimed"
-    if is_measurement(name):
+    if names.is_measurement(name):
         return names.MEASUREMENT
     if "device_to_host" in leaf or "to_host" in leaf or "gpu_cpu" in leaf:
         return "device_to_host"
@@ -242,9 +237,9 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
         {"section": e["name"], "pct": e["pct"], "total_s": e["total_s"], "calls": e["calls"],
          "mean_ms": e["mean_ms"]}
         for e in sections
-        if is_measurement(e["name"])
+        if names.is_measurement(e["name"])
     ]  # fmt: skip
-    sections = [e for e in sections if not is_measurement(e["name"])]
+    sections = [e for e in sections if not names.is_measurement(e["name"])]
     scored = score_sections(sections)
     by_name = {s.name: s for s in scored}
     recommendations = [

@@ -317,7 +317,7 @@ def explain(
     measured = [b / a for a, b in zip(sps.a, sps.b, strict=True) if a > 0]
     parents = {n.rsplit("/", 1)[0] for n in by_name if "/" in n}
     leaves = [c for c in comparisons if c.name != SPS and c.name not in parents
-              and not c.name.startswith(names.MEASUREMENT)]  # fmt: skip
+              and not names.is_measurement(c.name)]  # fmt: skip
     chosen = [ENV_STEP] if ENV_STEP in by_name else []
     if leaves:
         biggest = max(leaves, key=lambda c: abs(statistics.median(

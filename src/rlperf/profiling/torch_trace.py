@@ -36,10 +36,6 @@ from rlperf.timing import names
 from rlperf.timing.sections import Profiler
 
 
-def _is_measurement(path: str) -> bool:
-    return path == names.MEASUREMENT or path.startswith(names.MEASUREMENT + "/")
-
-
 @dataclass
 class TraceSchedule:
     """torch.profiler schedule in training iterations (``repeat=0``: cycle until the end)."""
@@ -109,14 +105,14 @@ class TorchTrace:
 
     # -- profiler hooks: one record_function range per section ----------------------------
     def on_enter(self, path: str) -> None:
-        if _is_measurement(path):
+        if names.is_measurement(path):
             return
         rf = record_function(path)
         rf.__enter__()
         self._ranges.append(rf)
 
     def on_exit(self, path: str) -> None:
-        if _is_measurement(path):
+        if names.is_measurement(path):
             return
         self._ranges.pop().__exit__(None, None, None)
 

@@ -1,4 +1,4 @@
-"""The trainer's section names: a public contract, defined here once.
+"""The trainer's section names, and which are measurement: a public contract, defined once.
 
 The profiler, the breakdown, the analyzer, the benchmark registry and users' scripts all read
 these names (a section nested in another is recorded as ``parent/child``, e.g.
@@ -44,3 +44,8 @@ MEASUREMENT_CHILDREN = (TORCH_PROFILER, TENSORBOARD)
 def path(*names: str) -> str:
     """The full name of a nested section: ``path(ROLLOUT, ENV_STEP) == "rollout/env_step"``."""
     return "/".join(names)
+
+
+def is_measurement(name: str) -> bool:
+    """Whether a section path is measurement overhead (``measurement`` or below it)."""
+    return name == MEASUREMENT or name.startswith(MEASUREMENT + "/")
