@@ -31,6 +31,45 @@ UPDATE_CHILDREN = (MINIBATCH_PREP, LOSS, BACKWARD, OPTIMIZER_STEP)
 
 TOP_LEVEL = (ROLLOUT, GAE, UPDATE, LOGGING, CHECKPOINT)
 
+# Inside ROLLOUT, a scripted teacher (grid workload, supervised phase only): the path the
+# guide's teacher takes when the student's observations live on the training device.
+TEACHER = "teacher"
+TEACHER_RESHAPE = "reshape"  # observations as (envs, agents, ...) for the teacher
+TEACHER_DEVICE_TO_HOST = "device_to_host"  # observations to the host (CUDA: a sync point)
+TEACHER_CALL = "call"  # the teacher itself, vectorised over all agents on the host
+TEACHER_TO_DEVICE = "to_device"  # teacher actions stacked and copied back to the device
+TEACHER_CHILDREN = (TEACHER_RESHAPE, TEACHER_DEVICE_TO_HOST, TEACHER_CALL, TEACHER_TO_DEVICE)
+
+# Inside an environment's step (nested under ``rollout/env_step`` by the process-wide profiler;
+# environments open them with ``rlperf.profile``): the stages a user asks about.
+ENV_RESET = "reset"  # new episodes for finished sub-environments (puzzle draws, map builds)
+ENV_MOVE = "move"  # the dynamics
+ENV_OBSERVE = "observe"  # building observations that are not images (planes, windows)
+RENDER = "render"  # RGB observations; its stages below
+RENDER_DRAW_GRID = "draw_grid"
+RENDER_DRAW_WALLS = "draw_walls"
+RENDER_DRAW_ROBOTS = "draw_robots"
+RENDER_DRAW_TARGET = "draw_target"
+RENDER_RESIZE = "resize"
+
+# Inside a policy forward (ConvLSTM): its stages, under one parent so they can be switched off.
+CONVLSTM = "convlstm"
+CONVLSTM_BOUNDARY_PADDING = "boundary_padding"
+CONVLSTM_ENCODER = "encoder"
+CONVLSTM_SKIP = "skip_connection"
+CONVLSTM_LAYERS = "layers"  # D layers x N ticks, pool-and-inject inside
+CONVLSTM_POOL_INJECT = "pool_and_inject"
+CONVLSTM_GLOBAL_POOL = "global_pool"
+CONVLSTM_PROJECTION = "projection"
+CONVLSTM_CHILDREN = (
+    CONVLSTM_BOUNDARY_PADDING,
+    CONVLSTM_ENCODER,
+    CONVLSTM_SKIP,
+    CONVLSTM_LAYERS,
+    CONVLSTM_GLOBAL_POOL,
+    CONVLSTM_PROJECTION,
+)
+
 # Top level, outside the iteration: the measuring tools' own work (not training). Kept apart so
 # that a profiler's cost is never reported as the user's untimed code, and so that the analyzer
 # can leave it out of the bottleneck ranking. Tools attached as trainer callbacks time
