@@ -160,7 +160,7 @@ def non_default_config() -> Config:
 def test_to_dict_from_dict_round_trip_through_json() -> None:
     cfg = non_default_config()
     data = json.loads(json.dumps(cfg.to_dict()))
-    assert set(data) == {"env", "policy", "ppo", "run"}
+    assert set(data) == {"env", "policy", "ppo", "teacher", "run"}
     back = Config.from_dict(data)
     assert back == cfg
     assert isinstance(back.policy.hidden_sizes, tuple)

@@ -71,13 +71,21 @@ class EnvConfig:
 
 @dataclass
 class PolicyConfig:
-    kind: str = _f("mlp", "policy: mlp, lstm or cnn", flag="policy")
+    kind: str = _f("mlp", "policy: mlp, lstm, cnn or convlstm", flag="policy")
     hidden_sizes: tuple[int, ...] = _f(
         (64, 64), "hidden layer widths of the MLP (actor and critic; lstm: its encoder)"
     )
     lstm_hidden_size: int = _f(64, "LSTM state size (lstm)")
     cnn_channels: tuple[int, ...] = _f((32, 64, 64), "conv channels per layer (cnn, image lstm)")
-    cnn_features: int = _f(256, "width of the linear layer after the convolutions")
+    cnn_features: int = _f(
+        256, "width of the linear layer after the convolutions (convlstm: after global pooling)"
+    )
+    convlstm_channels: int = _f(32, "ConvLSTM channels: encoder output, each layer's h and c")
+    convlstm_layers: int = _f(2, "stacked ConvLSTM layers D (DRC: 3)")
+    convlstm_ticks: int = _f(1, "ConvLSTM ticks N: passes through the D layers per step (DRC: 3)")
+    convlstm_sections: bool = _f(
+        True, "time the ConvLSTM's stages as sections under policy_forward and update/loss"
+    )
     fast_update: bool = _f(
         True,
         "analytic-gradient update for MLP + discrete actions (same math as autograd, fewer ops)",
@@ -108,6 +116,22 @@ class PPOConfig:
 
 
 @dataclass
+class TeacherConfig:
+    """Supervised-then-PPO with the environment's scripted teacher (``grid``; docs/grid.md)."""
+
+    supervised_steps: int = _f(
+        0,
+        "env steps (agent rows x steps) trained by cross-entropy to the scripted teacher's "
+        "actions plus the value loss, before PPO takes over with the teacher switched off",
+    )
+    teacher_lead: float = _f(
+        0.5,
+        "probability that an agent executes the teacher's action instead of the student's, "
+        "annealed linearly to 0 over the supervised phase",
+    )
+
+
+@dataclass
 class RunConfig:
     total_steps: int = _f(500_000, "environment steps to train for")
     seed: int = _f(1, "seed for environments, policy init and sampling")
@@ -119,6 +143,11 @@ class RunConfig:
     warmup_iters: int = _f(2, "first iterations left out of cumulative SPS")
     cuda_sync: bool = _f(True, "synchronise CUDA at section boundaries so sections are exact")
     progress: bool = _f(True, "show a progress bar on stderr")
+    summary_every: int = _f(
+        0,
+        "print the rollout timing block (ms per rollout: student forward, teacher and its "
+        "parts, env step, replay store) every K rollouts, and log it in metrics.jsonl (0: off)",
+    )
 
 
 @dataclass
@@ -126,6 +155,7 @@ class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     # -- derived sizes -------------------------------------------------------------------
@@ -159,7 +189,7 @@ class Config:
     # -- validation ----------------------------------------------------------------------
     def validate(self) -> Config:
         """Raise :class:`ConfigError` (one line) for any setting that cannot run."""
-        for section in (self.env, self.policy, self.ppo, self.run):
+        for section in (self.env, self.policy, self.ppo, self.teacher, self.run):
             for f in dataclasses.fields(section):
                 value = getattr(section, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
@@ -175,6 +205,9 @@ class Config:
             "sps_window_s": self.run.sps_window_s,
             "lstm_hidden_size": self.policy.lstm_hidden_size,
             "cnn_features": self.policy.cnn_features,
+            "convlstm_channels": self.policy.convlstm_channels,
+            "convlstm_layers": self.policy.convlstm_layers,
+            "convlstm_ticks": self.policy.convlstm_ticks,
         }
         for name, value in positive.items():
             if not value > 0:
@@ -188,10 +221,16 @@ class Config:
             "max_grad_norm": self.ppo.max_grad_norm,
             "clip_coef": self.ppo.clip_coef,
             "bptt_horizon": self.ppo.bptt_horizon,
+            "supervised_steps": self.teacher.supervised_steps,
+            "summary_every": self.run.summary_every,
         }.items():
             if value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")
-        for name, value in {"gamma": self.ppo.gamma, "gae_lambda": self.ppo.gae_lambda}.items():
+        for name, value in {
+            "gamma": self.ppo.gamma,
+            "gae_lambda": self.ppo.gae_lambda,
+            "teacher_lead": self.teacher.teacher_lead,
+        }.items():
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {value}")
         if not self.policy.hidden_sizes or any(h <= 0 for h in self.policy.hidden_sizes):
@@ -226,6 +265,11 @@ class Config:
             raise ConfigError(
                 f"total_steps {self.run.total_steps} is less than one rollout "
                 f"(num_envs*num_steps = {self.batch_size})"
+            )
+        if self.teacher.supervised_steps > self.run.total_steps:
+            raise ConfigError(
+                f"--supervised-steps {self.teacher.supervised_steps} is longer than the run "
+                f"(--total-steps {self.run.total_steps})"
             )
         if self.run.device not in ("cpu", "cuda") and not self.run.device.startswith("cuda:"):
             raise ConfigError(f"device must be cpu or cuda, got {self.run.device!r}")

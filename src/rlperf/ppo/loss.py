@@ -187,3 +187,51 @@ def discrete_ppo_loss_and_head_grads(
 
     stats = _stat_vector(rows, ratio, logratio, coefs.clip_coef)
     return stats, grad_t.T, grad_value
+
+
+# Figures finalize_supervised_stats reports: the stats vector's slots 0-2 hold the cross-entropy,
+# the value term and the entropy during the supervised phase (slots 3-4 stay 0).
+SUPERVISED_STATS = ("loss", "cross_entropy", "v_loss", "entropy")
+
+
+def supervised_loss(
+    teacher_logprob: torch.Tensor,
+    entropy: torch.Tensor,
+    newvalue: torch.Tensor,
+    returns: torch.Tensor,
+    oldvalues: torch.Tensor,
+    coefs: LossCoefs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Action-supervised loss: cross-entropy to the teacher's actions plus the critic's loss.
+
+    ``loss = mean(-log pi(a_teacher | obs)) + vf_coef * v_loss``, the value term exactly as in
+    :func:`ppo_loss` (clipped if ``clip_vloss``) on the GAE returns of the executed actions; no
+    policy-gradient term and no entropy bonus (the teacher's actions are the target).
+
+    Args:
+        teacher_logprob: (B,) log-probability of the teacher's action under the student;
+            entropy, newvalue, returns, oldvalues: (B,).
+
+    Returns:
+        The scalar loss and the (5,) stats vector (cross-entropy, value term before the 0.5,
+        entropy, 0, 0): the layout of :data:`STAT_NAMES`, so the trainer sums it the same way.
+    """
+    cross_entropy = -teacher_logprob
+    if coefs.clip_vloss:
+        v_clipped = oldvalues + torch.clamp(newvalue - oldvalues, -coefs.clip_coef, coefs.clip_coef)
+        v_max = torch.max((newvalue - returns) ** 2, (v_clipped - returns) ** 2)
+    else:
+        v_max = (newvalue - returns) ** 2
+    loss = cross_entropy.mean() + coefs.vf_coef * 0.5 * v_max.mean()
+    with torch.no_grad():
+        zeros = torch.zeros_like(cross_entropy)
+        stats = torch.stack((cross_entropy, v_max, entropy, zeros, zeros)).mean(1)
+    return loss, stats
+
+
+def finalize_supervised_stats(stat_means: list[float], coefs: LossCoefs) -> dict[str, float]:
+    """Host-side figures of a supervised iteration (see :func:`supervised_loss`)."""
+    cross_entropy, v_max, entropy = stat_means[:3]
+    v_loss = 0.5 * v_max
+    loss = cross_entropy + coefs.vf_coef * v_loss
+    return dict(zip(SUPERVISED_STATS, (loss, cross_entropy, v_loss, entropy), strict=True))

@@ -33,6 +33,7 @@ class RolloutBuffer:
         state_template: the policy's initial state (a tuple of (N, ...) tensors; ``()`` for a
             feed-forward policy): the segment states are stored in its shapes.
         bptt_horizon: steps per recurrent segment (0: the whole rollout).
+        teacher: also store a scripted teacher's actions (``teacher_actions``, (T, N) int64).
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class RolloutBuffer:
         device: torch.device,
         state_template: tuple[torch.Tensor, ...] = (),
         bptt_horizon: int = 0,
+        teacher: bool = False,
     ) -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         self.spec, self.device = spec, device
@@ -57,6 +59,9 @@ class RolloutBuffer:
             self.actions = torch.zeros((*shape, action.dim), dtype=torch.int64, device=device)
         else:
             self.actions = torch.zeros((*shape, action.dim), device=device)
+        self.teacher_actions = (
+            torch.zeros(shape, dtype=torch.int64, device=device) if teacher else None
+        )
         self.logprobs = torch.zeros(shape, device=device)
         self.values = torch.zeros(shape, device=device)
         self.bootstrap_values = torch.zeros(shape, device=device)

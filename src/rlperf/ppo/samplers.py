@@ -42,6 +42,8 @@ class Minibatch:
     dones: torch.Tensor | None = None
     masks: torch.Tensor | None = None
     state0: tuple[torch.Tensor, ...] = ()
+    # The scripted teacher's actions (supervised phase; None otherwise).
+    teacher_actions: torch.Tensor | None = None
     # T = 1 minibatches of the packed table: the same fields as (B, ...) rows, for the analytic
     # update (obs, actions, logprobs, values, advantages, returns), made once.
     rows: tuple[torch.Tensor, ...] | None = None
@@ -62,8 +64,15 @@ class PackedTableSampler:
 
     def __init__(self, buf: RolloutBuffer) -> None:
         spec = buf.spec
-        if not spec.flat_obs or buf.obs.dtype != torch.float32 or buf.masks is not None:
-            raise ValueError("the packed table takes flat float32 observations without masks")
+        if (
+            not spec.flat_obs
+            or buf.obs.dtype != torch.float32
+            or buf.masks is not None
+            or buf.teacher_actions is not None
+        ):
+            raise ValueError(
+                "the packed table takes flat float32 observations without masks or a teacher"
+            )
         self.buf = buf
         n = buf.num_steps * buf.num_envs
         obs_dim = spec.obs_shape[0]
@@ -163,6 +172,7 @@ class RowSampler(_GatheringSampler):
                     advantages=rows(buf.advantages, idx),
                     returns=rows(self._returns, idx),
                     masks=rows(buf.masks, idx),
+                    teacher_actions=rows(buf.teacher_actions, idx),
                 )
             )
         return out
@@ -204,6 +214,7 @@ class SegmentSampler(_GatheringSampler):
                     returns=segments(self._returns, seg, env),
                     dones=segments(buf.dones, seg, env),
                     masks=segments(buf.masks, seg, env),
+                    teacher_actions=segments(buf.teacher_actions, seg, env),
                     state0=tuple(s[seg, env] for s in buf.states),
                 )
             )

@@ -20,6 +20,15 @@ One iteration, as CleanRL's ``ppo.py`` and PufferLib's ``evaluate``/``train`` sp
 No ``.item()`` or other host sync happens inside ``rollout`` or ``update``: per-minibatch
 statistics are summed on the device and read once, in ``logging``.
 
+**Supervised-then-PPO** (``--supervised-steps N``, an environment with a scripted teacher, e.g.
+``grid``): while fewer than N env steps are done, each rollout step also runs the teacher under
+``rollout/teacher`` (``reshape``, ``device_to_host``, ``call``, ``to_device``: the observations
+go to the host, the teacher's actions come back), an agent executes the teacher's action with
+probability ``teacher_lead * (1 - step / N)`` (linear anneal, updated once per rollout), and the
+update minimises the cross-entropy to the teacher's actions plus the value loss
+(``ppo/loss.py``). From the first rollout at or after N steps on, plain PPO: the teacher is
+never called again. Env steps count agent rows: a multi-agent env's rows are its agents.
+
 The trainer knows policies only through their protocol (``policies/base.py``) and environments
 through their :class:`~rlperf.envs.spec.EnvSpec`: a recurrent policy's state is carried from
 step to step, reset where episodes end, recorded at BPTT segment starts and checkpointed; action
@@ -46,7 +55,12 @@ from rlperf.envs import check_env_name, make_vec
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
 from rlperf.policies.registry import make_policy, policy_entry
 from rlperf.ppo.gae import gae
-from rlperf.ppo.loss import STAT_NAMES, finalize_stats, normalize_advantages
+from rlperf.ppo.loss import (
+    STAT_NAMES,
+    finalize_stats,
+    finalize_supervised_stats,
+    normalize_advantages,
+)
 from rlperf.ppo.rollout import RolloutBuffer
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
 from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
@@ -59,12 +73,14 @@ from rlperf.run.checkpoint import (
     to_tensors,
 )
 from rlperf.run.progress import ProgressBar
+from rlperf.run.rollout_timing import RolloutTimer, render_block
 from rlperf.run.run_dir import RunDir
 from rlperf.run.throughput import Throughput
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
 
 RECENT_EPISODES = 100
+SUPERVISED, PPO = "supervised", "ppo"
 
 
 def _seconds_since(before_ns: dict[str, int], now_ns: dict[str, int]) -> dict[str, float]:
@@ -136,6 +152,16 @@ class Trainer:
             self.spec = EnvSpec.from_env(self.env, reset_infos)
         except UnsupportedSpaceError as e:
             raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
+        # Rows of the batch: environments, or their agents for a multi-agent env.
+        self.rows = int(self.env.num_envs)
+        self.batch_size = self.rows * cfg.ppo.num_steps
+        self.num_iterations = cfg.run.total_steps // self.batch_size
+        if self.num_iterations < 1:
+            raise ConfigError(
+                f"total_steps {cfg.run.total_steps} is less than one rollout "
+                f"({self.rows} rows x {cfg.ppo.num_steps} steps = {self.batch_size})"
+            )
+        self.teacher = self._make_teacher()
         self.policy = make_policy(cfg.policy, self.spec).to(self.device)
         self.recurrent = self.policy.recurrent
         self.has_mask = self.spec.has_mask
@@ -143,27 +169,36 @@ class Trainer:
         self.update_impl: AnalyticUpdate | AutogradUpdate
         if (
             self.policy.analytic
+            and self.teacher is None
             and cfg.policy.fast_update
             and cfg.ppo.precision == "fp32"
             and not cfg.ppo.compile
         ):
-            self.update_impl = AnalyticUpdate(self.policy, cfg.ppo, cfg.minibatch_size)
+            self.update_impl = AnalyticUpdate(
+                self.policy, cfg.ppo, self.batch_size // cfg.ppo.num_minibatches
+            )
         else:
             self.update_impl = AutogradUpdate(
                 self.policy, cfg.ppo, cfg.ppo.precision, cfg.ppo.compile
             )
-        self.state = self.policy.initial_state(cfg.env.num_envs)
+        self.state = self.policy.initial_state(self.rows)
         self.buffer = RolloutBuffer(
             cfg.ppo.num_steps,
-            cfg.env.num_envs,
+            self.rows,
             self.spec,
             self.device,
             self.state,
             cfg.ppo.bptt_horizon,
+            teacher=self.teacher is not None,
         )
         if self.recurrent:
             self.sampler = SegmentSampler(self.buffer)
-        elif self.spec.flat_obs and self.buffer.obs.dtype == torch.float32 and not self.has_mask:
+        elif (
+            self.spec.flat_obs
+            and self.buffer.obs.dtype == torch.float32
+            and not self.has_mask
+            and self.teacher is None
+        ):
             self.sampler = PackedTableSampler(self.buffer)
         else:
             self.sampler = RowSampler(self.buffer)
@@ -185,6 +220,41 @@ class Trainer:
         self._prior_steps, self._prior_s = 0, 0.0
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
+        # Teacher calls per phase (the PPO count must stay 0) and the student's agreement with
+        # the teacher, summed on the device during the rollout and read in logging.
+        self.teacher_calls = {SUPERVISED: 0, PPO: 0}
+        self._agree = torch.zeros((), device=self.device)
+        self.timer = (
+            RolloutTimer(self.prof, cfg.run.summary_every) if cfg.run.summary_every else None
+        )
+
+    def _make_teacher(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The environment's scripted teacher when a supervised phase is asked for."""
+        if self.cfg.teacher.supervised_steps == 0:
+            return None
+        make_teacher = getattr(self.env, "make_teacher", None)
+        if make_teacher is None:
+            raise ConfigError(
+                f"--supervised-steps needs an environment with a scripted teacher "
+                f"(grid); env {self.cfg.env.env!r} has none"
+            )
+        if self.spec.action.kind != "discrete":
+            raise ConfigError("--supervised-steps needs a Discrete action space")
+        return make_teacher()
+
+    @property
+    def phase(self) -> str:
+        """``supervised`` while the teacher trains the student, then ``ppo``."""
+        if self.teacher is not None and self.global_step < self.cfg.teacher.supervised_steps:
+            return SUPERVISED
+        return PPO
+
+    def teacher_lead_now(self) -> float:
+        """Probability that an agent executes the teacher's action in this rollout."""
+        if self.phase != SUPERVISED:
+            return 0.0
+        frac = self.global_step / self.cfg.teacher.supervised_steps
+        return self.cfg.teacher.teacher_lead * (1.0 - frac)
 
     # -- one iteration's phases ----------------------------------------------------------
     def collect(self) -> None:
@@ -197,6 +267,8 @@ class Trainer:
         done_t = buf.dones[0] if recurrent else None
         mask_t = buf.masks[0] if has_mask else None
         state = self.state
+        supervised = self.phase == SUPERVISED
+        lead = self.teacher_lead_now()
         with torch.inference_mode():
             for t in range(buf.num_steps):
                 if recurrent:
@@ -205,6 +277,9 @@ class Trainer:
                     actions, logprobs, values, state = policy.act(
                         obs_t, state, done_t, mask_t, self.sample_gen
                     )
+                if supervised:
+                    with sec(names.TEACHER):
+                        actions = self._teacher_step(t, obs_t, actions, lead)
                 with sec(names.DEVICE_TO_HOST):
                     # CUDA: the one device->host copy of a step (and its sync point).
                     actions_host = actions.numpy() if on_cpu else actions.cpu().numpy()
@@ -226,6 +301,34 @@ class Trainer:
                         self._bootstrap_truncated(t, infos, terminations, truncations, state)
         self.state = state
         self.global_step += buf.num_steps * buf.num_envs
+
+    def _teacher_step(
+        self, t: int, obs_t: torch.Tensor, actions: torch.Tensor, lead: float
+    ) -> torch.Tensor:
+        """Run the teacher on step ``t``'s observations; returns the actions to execute.
+
+        The path of the guide's teacher, each part a section: the observations as the teacher
+        reads them, to the host (on CUDA a copy and a sync point; on the CPU a view), the
+        teacher's call, its actions back to the device (mixed there with the student's).
+        """
+        sec, buf = self.prof.section, self.buffer
+        with sec(names.TEACHER_RESHAPE):
+            # The teacher reads every agent row as one batch; a reshape, not a per-env split.
+            obs_rows = obs_t.reshape(self.rows, *self.spec.obs_shape)
+        with sec(names.TEACHER_DEVICE_TO_HOST):
+            obs_host = obs_rows.numpy() if self.device.type == "cpu" else obs_rows.cpu().numpy()
+        with sec(names.TEACHER_CALL):
+            teacher_host = self.teacher(obs_host)
+        with sec(names.TEACHER_TO_DEVICE):
+            teacher_actions = torch.from_numpy(np.asarray(teacher_host, dtype=np.int64))
+            teacher_actions = teacher_actions.to(self.device, non_blocking=True)
+            buf.teacher_actions[t] = teacher_actions
+            self._agree += (actions == teacher_actions).sum()
+            if lead > 0.0:
+                follow = torch.rand(self.rows, generator=self.sample_gen, device=self.device)
+                actions = torch.where(follow < lead, teacher_actions, actions)
+        self.teacher_calls[SUPERVISED] += 1
+        return actions
 
     def _record_episodes(self, infos: dict[str, Any]) -> None:
         done = infos["_episode"]
@@ -284,12 +387,15 @@ class Trainer:
         )
         buf.bootstrap_values.zero_()
 
-    def update(self) -> torch.Tensor:
-        """update_epochs passes of minibatch PPO updates; returns mean stats (STAT_NAMES)."""
+    def update(self, supervised: bool = False) -> torch.Tensor:
+        """update_epochs passes of minibatch updates; returns mean stats (STAT_NAMES layout).
+
+        PPO, or with ``supervised`` the action-supervised loss on the teacher's actions.
+        """
         cfg, sec, impl = self.cfg, self.prof.section, self.update_impl
         ppo = cfg.ppo
         if ppo.anneal_lr:
-            frac = 1.0 - (self.iteration - 1.0) / max(cfg.num_iterations, 1)
+            frac = 1.0 - (self.iteration - 1.0) / max(self.num_iterations, 1)
             impl.lr = frac * ppo.learning_rate
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         with sec(names.MINIBATCH_PREP):
@@ -300,7 +406,10 @@ class Trainer:
             for mb in minibatches:
                 with sec(names.MINIBATCH_PREP):
                     adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
-                stats_sum += impl.gradients(mb, adv, self.prof)
+                if supervised:
+                    stats_sum += impl.gradients(mb, adv, self.prof, supervised=True)
+                else:
+                    stats_sum += impl.gradients(mb, adv, self.prof)
                 impl.apply(self.prof)
         return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
 
@@ -329,19 +438,24 @@ class Trainer:
         meter.start(t_start, self.global_step)
         # The profiler may be shared (the process-wide one): report this run's share only.
         self._sections_at_start = last_sections = self.prof.snapshot_ns()
+        if self.timer is not None:
+            self.timer.start(self.iteration)
         stats_row: dict[str, float] = {}
         try:
-            while self.iteration < cfg.num_iterations:
+            while self.iteration < self.num_iterations:
                 self.iteration += 1
+                phase = self.phase
+                supervised = phase == SUPERVISED
                 with sec(names.ROLLOUT):
                     self.collect()
                 with sec(names.GAE):
                     self.compute_advantages()
                 with sec(names.UPDATE):
-                    stats = self.update()
+                    stats = self.update(supervised)
                 with sec(names.LOGGING):
                     # The one host sync of an iteration.
-                    stats_row = finalize_stats(stats.tolist(), self.update_impl.coefs)
+                    finalize = finalize_supervised_stats if supervised else finalize_stats
+                    stats_row = finalize(stats.tolist(), self.update_impl.coefs)
                     if not all(math.isfinite(v) for v in stats_row.values()):
                         raise NonFiniteLossError(
                             f"non-finite loss at iteration {self.iteration} "
@@ -361,13 +475,19 @@ class Trainer:
                         **stats_row,
                         "sections_s": _seconds_since(last_sections, now_sections),
                     }
+                    if self.teacher is not None:
+                        row.update(self._teacher_row(phase))
+                    if self.timer is not None and self.timer.due(self.iteration):
+                        timing_ms, span = self.timer.take(self.iteration)
+                        row["rollout_timing_ms"] = timing_ms
+                        bar.write(render_block(timing_ms, span, self.global_step, phase))
                     last_sections = now_sections
                     if out is not None:
                         out.append_metrics(row)
                     bar.update(self.global_step, row["sps"], row["mean_return"])
                 every = cfg.run.checkpoint_every
                 if out is not None and (
-                    (every and self.iteration % every == 0) or self.iteration == cfg.num_iterations
+                    (every and self.iteration % every == 0) or self.iteration == self.num_iterations
                 ):
                     with sec(names.CHECKPOINT):
                         self._prior_steps, self._prior_s = meter.counted_steps, meter.counted_s
@@ -387,6 +507,18 @@ class Trainer:
                 out.close()
         return summary
 
+    def _teacher_row(self, phase: str) -> dict[str, Any]:
+        """Phase, teacher calls so far and (supervised) the student's agreement and lead."""
+        row: dict[str, Any] = {"phase": phase, "teacher_calls": dict(self.teacher_calls)}
+        if phase == SUPERVISED:
+            steps = self.buffer.num_steps * self.rows
+            row["teacher_agreement"] = float(self._agree) / steps
+            row["teacher_lead"] = self.cfg.teacher.teacher_lead * max(
+                0.0, 1.0 - (self.global_step - steps) / self.cfg.teacher.supervised_steps
+            )
+            self._agree.zero_()
+        return row
+
     def _summary(
         self, meter: Throughput, wall_s: float, stats_row: dict[str, float]
     ) -> dict[str, Any]:
@@ -403,6 +535,8 @@ class Trainer:
                 float(np.mean(self.recent_lengths)) if self.recent_lengths else None
             ),
             "episodes": self.episodes,
+            "phase": self.phase if self.teacher is not None else None,
+            "teacher_calls": dict(self.teacher_calls),
             "final_stats": stats_row,
             "sections": _seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
             "interrupted": self.interrupted,
@@ -438,6 +572,7 @@ class Trainer:
                 "recent_lengths": list(self.recent_lengths),
                 "counted_steps": self._prior_steps,
                 "counted_s": self._prior_s,
+                "teacher_calls": dict(self.teacher_calls),
             },
         )
 
@@ -467,6 +602,7 @@ class Trainer:
             self.recent_lengths.extend(payload["recent_lengths"])
             self._prior_steps = int(payload["counted_steps"])
             self._prior_s = float(payload["counted_s"])
+            self.teacher_calls.update(payload.get("teacher_calls", {}))
         except (KeyError, RuntimeError, ValueError) as e:
             raise CheckpointError(
                 f"cannot resume: checkpoint does not fit this run ({first_line(e)})"

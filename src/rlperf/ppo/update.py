@@ -30,6 +30,7 @@ from rlperf.ppo.loss import (
     LossCoefs,
     discrete_ppo_loss_and_head_grads,
     ppo_loss,
+    supervised_loss,
 )
 from rlperf.ppo.optim import FlatAdam, flatten_parameters
 from rlperf.ppo.samplers import Minibatch
@@ -169,19 +170,32 @@ class AutogradUpdate(_FlatAdamUpdate):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
-    def gradients(self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler) -> torch.Tensor:
-        """Gradients of the PPO loss into each parameter's ``.grad``; returns the stats (5,)."""
+    def gradients(
+        self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler, supervised: bool = False
+    ) -> torch.Tensor:
+        """Gradients of the loss into each parameter's ``.grad``; returns the stats (5,).
+
+        The PPO loss, or with ``supervised`` the action-supervised loss on ``mb.teacher_actions``
+        (:func:`~rlperf.ppo.loss.supervised_loss`).
+        """
         sec = prof.section
         with sec(names.LOSS):
+            actions = mb.teacher_actions if supervised else mb.actions
             with self._autocast():
                 newlogprob, entropy, newvalue = self.evaluate(
-                    mb.obs, mb.actions, mb.state0, mb.dones, mb.masks
+                    mb.obs, actions, mb.state0, mb.dones, mb.masks
                 )
-            loss, stats = ppo_loss(
-                _full(newlogprob), _full(entropy), _full(newvalue), mb.logprobs.reshape(-1),
-                advantages.reshape(-1), mb.returns.reshape(-1), mb.values.reshape(-1),
-                self.coefs,
-            )  # fmt: skip
+            if supervised:
+                loss, stats = supervised_loss(
+                    _full(newlogprob), _full(entropy), _full(newvalue), mb.returns.reshape(-1),
+                    mb.values.reshape(-1), self.coefs,
+                )  # fmt: skip
+            else:
+                loss, stats = ppo_loss(
+                    _full(newlogprob), _full(entropy), _full(newvalue), mb.logprobs.reshape(-1),
+                    advantages.reshape(-1), mb.returns.reshape(-1), mb.values.reshape(-1),
+                    self.coefs,
+                )  # fmt: skip
         with sec(names.BACKWARD):
             self.grad.zero_()
             if self.scaler is None:

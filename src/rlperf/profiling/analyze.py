@@ -20,6 +20,9 @@ and exporting, TensorBoard writes) is the measuring tools' own cost, not a train
 it is left out of the scores, flags and ranking (and so does not shift the normalisation of the
 others) and listed apart, labelled as such, with its share of wall time.
 
+**Categories** (``profiling/categories.py``): every section's own time in one of environment,
+rendering, model, training, transfer, other, with each category's share of wall time.
+
 **Advice** is keyed on the section's phase (device-to-host copies, policy forward, env step, the
 update and its parts, logging / checkpointing / evaluation, GAE, buffer store, untimed glue) and
 quotes the run's own figures and settings.
@@ -30,6 +33,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rlperf.profiling.categories import categorize, render_categories
 from rlperf.timing import names
 
 WEIGHTS = {"share": 0.40, "per_call": 0.30, "cpu_memory": 0.15, "gpu_memory": 0.15}
@@ -218,6 +222,7 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
     sections = list(report["sections"])
     totals = report["totals"]
     untimed_s = float(totals.get("untimed_s", 0.0))
+    categories = categorize(sections, float(totals["wall_s"]), untimed_s)
     if untimed_s > 0 and totals["wall_s"] > 0:
         sections.append(
             {
@@ -280,6 +285,7 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
             "advice": advice(largest_leaf, report),
         },  # fmt: skip
         "ranking": [asdict(s) for s in scored],
+        "categories": categories,
         "recommendations": recommendations,
         "measurement": measurement,
         "measurement_note": MEASUREMENT_NOTE if measurement else None,
@@ -315,6 +321,8 @@ def render_analysis(analysis: dict[str, Any], top_n: int = TOP_N) -> str:
             f"{s['calls']:>8} {mb(s['cpu_peak_mb']):>7} {mb(s['gpu_peak_mb']):>7}  "
             + ",".join(s["flags"])
         )
+    if analysis.get("categories"):
+        lines += ["", *render_categories(analysis["categories"])]
     if analysis.get("measurement"):
         lines += ["", "MEASUREMENT OVERHEAD (not a training bottleneck; not scored or ranked)"]
         for m in analysis["measurement"]:

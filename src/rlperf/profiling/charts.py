@@ -3,7 +3,8 @@
 Left: every row of the nested breakdown (sections, ``other`` and ``untimed``) as a horizontal bar
 of percent wall time, children indented under their parent. Right: per-call time of each section
 on a log scale, a dot at the mean and a line from the fastest to the slowest call (the report keeps
-min/mean/max per section, not every call). Needs matplotlib (``pip install rlperf[charts]``).
+min/mean/max per section, not every call). Third: the category view (``profiling/categories.py``),
+each category's percent of wall time. Needs matplotlib (``pip install rlperf[charts]``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlperf.profiling.categories import categorize
 from rlperf.profiling.report import stats_from_report
 from rlperf.timing.breakdown import build_rows
 
@@ -33,7 +35,9 @@ def write_charts(report: dict[str, Any], path: str | Path) -> Path:
     rows = build_rows(stats_from_report(report), totals["wall_s"])
     timed = [r for r in rows if r.calls]
     height = max(3.0, 0.32 * max(len(rows), len(timed)) + 1.5)
-    fig, (ax_share, ax_call) = plt.subplots(1, 2, figsize=(14, height))
+    fig, (ax_share, ax_call, ax_cat) = plt.subplots(
+        1, 3, figsize=(19, height), gridspec_kw={"width_ratios": [3, 3, 2]}
+    )
 
     # Non-breaking spaces: matplotlib strips ordinary leading spaces from tick labels.
     labels = ["\u00a0\u00a0\u00a0" * r.depth + ("└ " if r.depth else "") + r.name for r in rows]
@@ -55,6 +59,18 @@ def write_charts(report: dict[str, Any], path: str | Path) -> Path:
     ax_call.set_xscale("log")
     ax_call.set_xlabel("ms per call (dot: mean, line: min to max)")
     ax_call.set_title("Per-call time")
+
+    categories = categorize(
+        report["sections"], totals["wall_s"], float(totals.get("untimed_s", 0.0))
+    )
+    ax_cat.barh(range(len(categories)), [c["pct"] for c in categories],
+                color=[f"C{i}" for i in range(len(categories))])  # fmt: skip
+    ax_cat.set_yticks(range(len(categories)), [c["category"] for c in categories], fontsize=9)
+    ax_cat.invert_yaxis()
+    ax_cat.set_xlabel("% of wall time")
+    ax_cat.set_title("By category (own time)")
+    for i, c in enumerate(categories):
+        ax_cat.text(c["pct"], i, f" {c['pct']:.1f}%", va="center", fontsize=8)
 
     fig.suptitle(
         f"{report['run'].get('env', '?')} on {report['run'].get('device', '?')}: "

@@ -3,7 +3,7 @@
 Accepts every ``rlperf train`` flag (default ``--total-steps`` shorter: :data:`DEFAULT_STEPS`)
 and adds the capture tools, each optional and attached only through the trainer's public seams:
 profiler hooks (``record_function`` ranges, memory sampling), ``trainer.callbacks`` (torch.profiler
-steps, ``--summary-every`` blocks) and the summary ``train()`` returns. Ctrl-C still writes the
+steps) and the summary ``train()`` returns. Ctrl-C still writes the
 report (``interrupted: true``) and whatever torch.profiler trace was recorded.
 
 Like ``rlperf train``, profile refuses to write over an earlier run's outputs (the run
@@ -38,7 +38,6 @@ from rlperf.cli import (
 )
 from rlperf.profiling.cprofile import CProfileCapture
 from rlperf.profiling.memory import MemoryTracker
-from rlperf.profiling.periodic import RolloutSummary
 from rlperf.profiling.report import build_report, report_path, write_report
 from rlperf.profiling.torch_trace import TorchTrace, TraceSchedule
 from rlperf.run.run_dir import (
@@ -72,12 +71,6 @@ def add_profile_flags(parser: argparse.ArgumentParser) -> None:
     """The capture flags of ``rlperf profile`` (the training flags are added separately)."""
     group = parser.add_argument_group("profiling")
     group.add_argument("--out", metavar="DIR", help="write DIR/report.json (rlperf.report/1)")
-    group.add_argument(
-        "--summary-every",
-        type=int,
-        metavar="K",
-        help="print a rollout timing block every K iterations",
-    )
     group.add_argument("--memory", action="store_true", help="per-section RSS / CUDA peaks")
     group.add_argument(
         "--cprofile", metavar="PATH", help="write a cProfile .pstats file, print top 50"
@@ -189,14 +182,12 @@ class _Captures:
                 profile_memory=bool(args.profile_memory),
                 with_stack=bool(args.with_stack),
             )
-            remaining = trainer.cfg.num_iterations - trainer.iteration
+            remaining = trainer.num_iterations - trainer.iteration
             if remaining < schedule.first_trace_iteration:
                 print(f"rlperf: warning: {_short_schedule_message(remaining, schedule)}",
                       file=sys.stderr)  # fmt: skip
             trainer.callbacks.append(self.trace.step)
         self.cprofile = CProfileCapture(args.cprofile) if args.cprofile else None
-        if args.summary_every is not None:
-            trainer.callbacks.append(RolloutSummary(prof, args.summary_every))
         self.tensorboard_dir = tensorboard_dir
         self.tensorboard = (
             attach_tensorboard(trainer, tensorboard_dir, resumed) if tensorboard_dir else None
@@ -298,8 +289,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from rlperf.ppo.trainer import NonFiniteLossError
 
     # Every check before the trainer is built and before any file is touched.
-    if args.summary_every is not None and args.summary_every < 1:
-        fail(f"--summary-every must be at least 1, got {args.summary_every}")
     schedule = _trace_schedule(args)
     if not args.resume and not hasattr(args, "total_steps"):
         args.total_steps = DEFAULT_STEPS

@@ -49,6 +49,17 @@ class ProgressBar:
                 self.stream.write(text + "\n")
                 self.stream.flush()
 
+    def write(self, text: str, stream: TextIO | None = None) -> None:
+        """Print ``text`` (to stdout by default) without mangling the bar: on a terminal the
+        bar's line is cleared first and redrawn at the next update."""
+        if self.enabled and self.tty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._last_draw = 0.0
+        out = stream or sys.stdout
+        out.write(text + "\n")
+        out.flush()
+
     def close(self) -> None:
         if self.enabled and self.tty:
             self.stream.write("\n")
