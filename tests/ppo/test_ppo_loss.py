@@ -167,3 +167,36 @@ def test_normalize_advantages_uses_the_unbiased_std() -> None:
 def test_logged_names_and_default_coefficients() -> None:
     assert set(LOGGED_STATS) == {"loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"}
     assert COEFS == LossCoefs(), "defaults are CleanRL's"
+
+
+def test_supervised_loss_by_hand():
+    """Two samples: teacher actions with student probabilities 0.5 and 0.25.
+
+    cross-entropy = (-ln 0.5 - ln 0.25) / 2 = (0.6931 + 1.3863) / 2 = 1.0397;
+    values (v, oldv, ret): (1.0, 0.9, 2.0) inside the clip: (v-ret)^2 = 1.0 vs (1.0-2.0)^2 = 1.0
+    -> 1.0; (0.0, 0.5, 0.0): v-oldv = -0.5 clipped to -0.2 -> vc = 0.3, (vc-ret)^2 = 0.09,
+    unclipped 0.0 -> max 0.09. v_loss = 0.5 * (1.0 + 0.09) / 2 = 0.2725.
+    loss = 1.0397 + 0.5 * 0.2725 = 1.17595 (no policy-gradient term, no entropy bonus).
+    """
+    from rlperf.ppo.loss import SUPERVISED_STATS, finalize_supervised_stats, supervised_loss
+
+    coefs = LossCoefs(clip_coef=0.2, clip_vloss=True, ent_coef=0.01, vf_coef=0.5)
+    logp = torch.log(torch.tensor([0.5, 0.25])).requires_grad_()
+    entropy = torch.tensor([1.0, 0.5])
+    newvalue = torch.tensor([1.0, 0.0], requires_grad=True)
+    loss, stats = supervised_loss(
+        logp, entropy, newvalue, torch.tensor([2.0, 0.0]), torch.tensor([0.9, 0.5]), coefs
+    )
+    ce = (math.log(2) + math.log(4)) / 2
+    assert loss.item() == pytest.approx(ce + 0.5 * 0.2725, rel=1e-6)
+    loss.backward()
+    # d loss / d logp = -1/B; value: sample 1 unclipped (v-ret)/B * vf = -0.25, sample 2 clipped
+    # branch with an active clamp: 0.
+    torch.testing.assert_close(logp.grad, torch.tensor([-0.5, -0.5]))
+    torch.testing.assert_close(newvalue.grad, torch.tensor([-0.25, 0.0]))
+    figures = finalize_supervised_stats(stats.tolist(), coefs)
+    assert list(figures) == list(SUPERVISED_STATS)
+    assert figures["cross_entropy"] == pytest.approx(ce)
+    assert figures["v_loss"] == pytest.approx(0.2725)
+    assert figures["entropy"] == pytest.approx(0.75)
+    assert figures["loss"] == pytest.approx(loss.item())

@@ -13,10 +13,12 @@ from rlperf.envs.registry import (
     registered,
     unregister,
 )
+from rlperf.envs.robots import make_robots
 
 register("cartpole", CartPoleVec)
 register("catch", CatchVec)
 register("petri", make_petri)
+register("robots", make_robots)
 
 __all__ = [
     "GYM_PREFIX",
