@@ -64,15 +64,17 @@ def _env_step(env: str, num_envs: int) -> Prepared:
     vec.single_action_space.seed(SEED)
     import numpy as np
 
-    actions = np.stack([vec.single_action_space.sample() for _ in range(num_envs)])
-    return Prepared(lambda: vec.step(actions), num_envs, "env_steps")
+    # One action per row: a multi-agent env's rows are its agents (num_envs * agents).
+    rows = int(vec.num_envs)
+    actions = np.stack([vec.single_action_space.sample() for _ in range(rows)])
+    return Prepared(lambda: vec.step(actions), rows, "env_steps")
 
 
 def _env_reset(env: str, num_envs: int) -> Prepared:
     from rlperf.envs import make_vec
 
     vec = make_vec(env, num_envs, seed=SEED)
-    return Prepared(lambda: vec.reset(seed=SEED), num_envs, "env_resets")
+    return Prepared(lambda: vec.reset(seed=SEED), int(vec.num_envs), "env_resets")
 
 
 # -- policy ------------------------------------------------------------------------------

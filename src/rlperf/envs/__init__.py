@@ -2,6 +2,7 @@
 
 from rlperf.envs.cartpole import CartPoleVec
 from rlperf.envs.catch import CatchVec
+from rlperf.envs.grid import make_grid
 from rlperf.envs.petri import make_petri
 from rlperf.envs.registry import (
     GYM_PREFIX,
@@ -17,6 +18,7 @@ from rlperf.envs.robots import make_robots
 
 register("cartpole", CartPoleVec)
 register("catch", CatchVec)
+register("grid", make_grid)
 register("petri", make_petri)
 register("robots", make_robots)
 
