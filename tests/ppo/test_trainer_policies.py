@@ -34,6 +34,17 @@ WORKLOADS = {
     },  # fmt: skip
     "cnn": {"policy__kind": "cnn", "env__env": "catch"},
     "lstm-images": {"policy__kind": "lstm", "env__env": "catch", "policy__cnn_channels": (8,)},
+    # 2 maps x 4 agents = 8 rows; supervised for iterations 1-2, PPO from iteration 3 on (the
+    # resume test's checkpoint falls on the switch).
+    "grid-teacher": {
+        "policy__kind": "cnn",
+        "env__env": "grid",
+        "env__num_envs": 2,
+        "env__options": {"mission": "extractor_hub_12"},
+        "policy__cnn_channels": (8,),
+        "policy__cnn_features": 32,
+        "teacher__supervised_steps": 2 * BATCH,
+    },
 }
 
 
