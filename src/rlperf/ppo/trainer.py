@@ -155,7 +155,6 @@ class Trainer:
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
         self.batch_size = self.rows * cfg.ppo.num_steps
-        self.num_iterations = cfg.run.total_steps // self.batch_size
         if self.num_iterations < 1:
             raise ConfigError(
                 f"total_steps {cfg.run.total_steps} is less than one rollout "
@@ -241,6 +240,12 @@ class Trainer:
         if self.spec.action.kind != "discrete":
             raise ConfigError("--supervised-steps needs a Discrete action space")
         return make_teacher()
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations of the whole run (read from the config each time: a benchmark or a
+        resumed run may move ``total_steps`` on)."""
+        return self.cfg.run.total_steps // self.batch_size
 
     @property
     def phase(self) -> str:
