@@ -140,7 +140,8 @@ def main() -> int:
         first = next((step for step, rate, _ in curve if rate >= args.target), None)
         reached.append(first is not None)
         final = curve[-1][1]
-        print(f"seed {seed}: final greedy solve rate {final:.1%} ({final / max(baseline, 1e-9):.1f}x "
+        times = final / max(baseline, 1e-9)
+        print(f"seed {seed}: final greedy solve rate {final:.1%} ({times:.1f}x "
               f"random); first step >= {args.target:.0%}: "
               f"{f'{first:,}' if first is not None else 'not reached'}\n")  # fmt: skip
     return 0 if all(reached) else 1

@@ -121,7 +121,10 @@ BAD_TRAIN_ARGS = [
     (["--clip-coef", "nan"], "clip_coef must be a finite number"),
     (["--learning-rate", "inf"], "learning_rate must be a finite number"),
     # Policies, observations, recurrent sizes, precision, env options.
-    (["--policy", "transformer"], "unknown policy 'transformer': choose one of cnn, lstm, mlp"),
+    (
+        ["--policy", "transformer"],
+        "unknown policy 'transformer': choose one of cnn, convlstm, lstm, mlp",
+    ),
     (["--env", "catch", "--policy", "mlp"], "policy 'mlp' takes flat observations"),
     (["--policy", "cnn"], "policy 'cnn' takes (C, H, W) image observations"),
     (

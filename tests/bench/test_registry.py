@@ -105,3 +105,16 @@ def test_ppo_loss_forward_writes_into_the_policys_gradient_buffers() -> None:
     stat_rows.fill_(float("nan"))
     ready.run()
     assert torch.isfinite(stat_rows).all()
+
+
+def test_e2e_cases_train_more_steps_on_every_call():
+    """The e2e cases move the same run on by env_steps each call (a timed call that returned at
+    once, having nothing left to train, would time nothing)."""
+    from rlperf.bench.registry import select
+
+    for name in ("e2e_train[num_envs=64,env_steps=4096,threads=1]",
+                 "grid_e2e[num_maps=16,threads=1,phase=supervised,env_steps=8192]"):  # fmt: skip
+        prepared = select([name])[0].setup()
+        first = prepared.run()["global_step"]
+        second = prepared.run()["global_step"]
+        assert second - first == prepared.items_per_call, name

@@ -116,6 +116,7 @@ POLICY_WORKLOADS = {
     "mlp": ("cartpole", {}),
     "lstm": ("cartpole", {"observe": "position"}),
     "cnn": ("catch", {}),
+    "convlstm": ("robots", {}),
 }
 
 
@@ -135,6 +136,7 @@ def _kind_policy(
     from rlperf.envs import make_vec
 
     env_name, options = workload or POLICY_WORKLOADS[kind]
+    _requires_env(env_name)
     vec = make_vec(env_name, num_envs, seed=SEED, **options)
     obs, infos = vec.reset(seed=SEED)
     spec = EnvSpec.from_env(vec, infos)
@@ -166,13 +168,19 @@ def _kind_act(kind: str, num_envs: int) -> Prepared:
     return _act_case(policy, obs, infos)
 
 
-def _lstm_evaluate(num_steps: int, num_envs: int, backward: bool) -> Prepared:
-    """The recurrent policy over a (T, B) sequence, as one update minibatch sees it."""
+def _lstm_evaluate(num_steps: int, num_envs: int, backward: bool, kind: str = "lstm") -> Prepared:
+    """A recurrent policy over a (T, B) sequence, as one update minibatch sees it."""
     import torch
 
-    policy, spec, _, _ = _kind_policy("lstm", num_envs)
+    if kind != "lstm":
+        _requires_env(POLICY_WORKLOADS[kind][0])
+    policy, spec, _, _ = _kind_policy(kind, num_envs)
     gen = torch.Generator().manual_seed(SEED)
-    obs = torch.randn(num_steps, num_envs, *spec.obs_shape, generator=gen)
+    if spec.obs_dtype == torch.uint8 or str(spec.obs_dtype) == "uint8":
+        obs = torch.randint(0, 256, (num_steps, num_envs, *spec.obs_shape), generator=gen,
+                            dtype=torch.uint8)  # fmt: skip
+    else:
+        obs = torch.randn(num_steps, num_envs, *spec.obs_shape, generator=gen)
     actions = torch.randint(0, spec.action.nvec[0], (num_steps, num_envs), generator=gen)
     dones = (torch.rand(num_steps, num_envs, generator=gen) < 0.02).float()
     state = policy.initial_state(num_envs)
@@ -402,6 +410,7 @@ def _trainer_config(num_envs: int, threads: int, kind: str = "mlp") -> Any:
         if not hasattr(cfg.policy, "kind"):
             raise CaseSkipped(f"policy {kind!r}: this commit trains the MLP only")
         env_name, options = POLICY_WORKLOADS[kind]
+        _requires_env(env_name)
         cfg.policy.kind, cfg.env.env, cfg.env.options = kind, env_name, dict(options)
     return cfg
 
@@ -495,6 +504,134 @@ def _petri_e2e(num_envs: int, env_steps: int, threads: int) -> Prepared:
     return _continued_training(cfg, env_steps)
 
 
+# -- the robots and grid workloads --------------------------------------------------------
+def _requires_env(name: str) -> None:
+    from rlperf.envs import registered
+
+    if name not in registered():
+        raise CaseSkipped(f"no {name} environment in this commit")
+
+
+def _robots_vec(num_envs: int, obs_mode: str) -> Any:
+    _requires_env("robots")
+    from rlperf.envs import make_vec
+
+    return make_vec("robots", num_envs, seed=SEED, obs_mode=obs_mode)
+
+
+def _robots_step(obs_mode: str, num_envs: int) -> Prepared:
+    """One step of every env with random moves (new puzzles for the envs that finish)."""
+    import numpy as np
+
+    vec = _robots_vec(num_envs, obs_mode)
+    actions = np.random.default_rng(SEED).integers(0, vec.single_action_space.n, num_envs)
+    return Prepared(lambda: vec.step(actions), num_envs, "env_steps")
+
+
+def _robots_reset(obs_mode: str, num_envs: int) -> Prepared:
+    vec = _robots_vec(num_envs, obs_mode)
+    return Prepared(lambda: vec.reset(), num_envs, "env_resets")
+
+
+def _robots_render(num_envs: int) -> Prepared:
+    """The batched RGB observation of the current boards, as every step makes it."""
+    vec = _robots_vec(num_envs, "rgb_image")
+    return Prepared(vec._observe, num_envs, "images")
+
+
+def _robots_render_reference(num_envs: int) -> Prepared:
+    """The per-env Pillow reference renderer (draw on a larger canvas, resize) on the same
+    boards: the speed baseline of the batched renderer."""
+    vec = _robots_vec(num_envs, "rgb_image")
+    try:
+        from rlperf.envs.robots.reference import reference_image
+    except ImportError as e:  # Pillow missing
+        raise CaseSkipped(f"the reference renderer needs Pillow ({e})") from e
+    walls, positions = vec.walls.copy(), vec.positions.copy()
+    robot, cell = vec.target_robot.copy(), vec.target_cell.copy()
+    size = vec.single_observation_space.shape[-1]
+
+    def run() -> None:
+        for i in range(num_envs):
+            reference_image(walls[i], positions[i], int(robot[i]), int(cell[i]), size)
+
+    return Prepared(run, num_envs, "images")
+
+
+GRID_MISSION = "extractor_hub_30"
+
+
+def _grid_vec(num_maps: int) -> Any:
+    _requires_env("grid")
+    from rlperf.envs import make_vec
+
+    return make_vec("grid", num_maps, seed=SEED, mission=GRID_MISSION)
+
+
+def _grid_step(num_maps: int) -> Prepared:
+    """One step of every agent row (maps x agents) with random actions."""
+    import numpy as np
+
+    vec = _grid_vec(num_maps)
+    actions = np.random.default_rng(SEED).integers(0, vec.single_action_space.n, vec.num_envs)
+    return Prepared(lambda: vec.step(actions), int(vec.num_envs), "agent_steps")
+
+
+def _grid_reset(num_maps: int) -> Prepared:
+    vec = _grid_vec(num_maps)
+    return Prepared(lambda: vec.reset(), int(vec.num_envs), "agent_resets")
+
+
+def _teacher_call(num_maps: int) -> Prepared:
+    """The scripted teacher on every agent row's observation (host side)."""
+    vec = _grid_vec(num_maps)
+    obs, _ = vec.reset(seed=SEED)
+    teacher = vec.make_teacher()
+    return Prepared(lambda: teacher(obs), int(vec.num_envs), "agent_rows")
+
+
+def _grid_config(num_maps: int, threads: int, phase: str) -> Any:
+    """The grid preset on ``num_maps`` maps, all supervised or all PPO."""
+    _requires_env("grid")
+    from rlperf.config import preset
+
+    cfg = preset("grid")
+    cfg.env.num_envs = num_maps
+    cfg.run.seed, cfg.run.threads, cfg.run.progress = SEED, threads, False
+    cfg.ppo.anneal_lr = False
+    cfg.run.total_steps = 1 << 40
+    cfg.teacher.supervised_steps = cfg.run.total_steps if phase == "supervised" else 0
+    return cfg
+
+
+def _grid_update_epoch(num_maps: int, threads: int, phase: str) -> Prepared:
+    """One update epoch of the grid preset: the supervised loss or PPO's."""
+    from rlperf.ppo.trainer import Trainer
+
+    cfg = _grid_config(num_maps, threads, phase)
+    cfg.ppo.update_epochs = 1
+    trainer = Trainer(cfg)
+    trainer.collect()
+    trainer.compute_advantages()
+    supervised = phase == "supervised"
+    return Prepared(lambda: trainer.update(supervised), trainer.batch_size, "samples")
+
+
+def _grid_e2e(num_maps: int, env_steps: int, threads: int, phase: str) -> Prepared:
+    """``_e2e_train`` of the grid preset in one phase (supervised: the teacher every step)."""
+    from rlperf.ppo.trainer import Trainer
+
+    cfg = _grid_config(num_maps, threads, phase)
+    cfg.run.warmup_iters = 0
+    trainer = Trainer(cfg)
+
+    def run() -> dict[str, Any]:
+        cfg.run.total_steps = trainer.global_step + env_steps
+        return trainer.train()
+
+    return Prepared(run, env_steps, "env_steps")
+
+
 # -- the registry ------------------------------------------------------------------------
 def _env_names() -> list[str]:
     from rlperf.envs import registered
@@ -543,6 +680,31 @@ def all_cases() -> list[Case]:
     cases.append(Case("petri_masked_act", {"num_envs": 64}, _petri_masked_act))
     params = {"num_envs": 64, "env_steps": 4096, "threads": 1}
     cases.append(Case("petri_e2e", params, _petri_e2e))
+    cases += _workload_cases()
+    return cases
+
+
+def _workload_cases() -> list[Case]:
+    """The robots (RGB + ConvLSTM) and grid (teacher) workloads' cases."""
+    cases = []
+    for mode in ("rgb_image", "symbolic"):
+        cases.append(Case("robots_step", {"obs_mode": mode, "num_envs": 1024}, _robots_step))
+        cases.append(Case("robots_reset", {"obs_mode": mode, "num_envs": 1024}, _robots_reset))
+    cases.append(Case("robots_render", {"num_envs": 256}, _robots_render))
+    cases.append(Case("robots_render_reference", {"num_envs": 16}, _robots_render_reference))
+    for backward in (False, True):
+        params = {"num_steps": 16, "num_envs": 16, "backward": backward, "kind": "convlstm"}
+        cases.append(Case("recurrent_evaluate", params, _lstm_evaluate))
+    params = {"num_envs": 64, "threads": 2, "kind": "convlstm"}
+    cases.append(Case("update_epoch", params, _update_epoch))
+    cases.append(Case("e2e_train", {**params, "env_steps": 4096}, _e2e_train))
+    cases.append(Case("grid_step", {"num_maps": 256}, _grid_step))
+    cases.append(Case("grid_reset", {"num_maps": 256}, _grid_reset))
+    cases.append(Case("teacher_call", {"num_maps": 256}, _teacher_call))
+    for phase in ("supervised", "ppo"):
+        params = {"num_maps": 16, "threads": 1, "phase": phase}
+        cases.append(Case("grid_update_epoch", params, _grid_update_epoch))
+        cases.append(Case("grid_e2e", {**params, "env_steps": 8192}, _grid_e2e))
     return cases
 
 
@@ -550,7 +712,9 @@ COMPONENTS = (
     "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate", "transfer",
     "buffer_store", "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward",
     "optimizer_step", "update_epoch", "e2e_train", "petri_step", "petri_reset",
-    "petri_masked_act", "petri_e2e",
+    "petri_masked_act", "petri_e2e", "robots_step", "robots_reset", "robots_render",
+    "robots_render_reference", "grid_step", "grid_reset", "teacher_call", "grid_update_epoch",
+    "grid_e2e",
 )  # fmt: skip
 
 

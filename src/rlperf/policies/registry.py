@@ -54,10 +54,26 @@ def _cnn(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
     return CNNActorCritic(spec, cfg.cnn_channels, cfg.cnn_features)
 
 
+def _convlstm(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
+    from rlperf.policies.convlstm import ConvLSTMActorCritic
+
+    return ConvLSTMActorCritic(
+        spec,
+        channels=cfg.convlstm_channels,
+        layers=cfg.convlstm_layers,
+        ticks=cfg.convlstm_ticks,
+        features=cfg.cnn_features,
+        sections=cfg.convlstm_sections,
+    )
+
+
 _POLICIES: dict[str, PolicyEntry] = {
     "mlp": PolicyEntry(_mlp, False, FLAT, "stacked actor-critic MLP (analytic fast update)"),
     "lstm": PolicyEntry(_lstm, True, ANY, "MLP or CNN encoder, LSTM, actor and critic heads"),
     "cnn": PolicyEntry(_cnn, False, IMAGE, "convolutional encoder for (C, H, W) images"),
+    "convlstm": PolicyEntry(
+        _convlstm, True, IMAGE, "DRC ConvLSTM (Guez et al. 2019) for (C, H, W) images"
+    ),
 }
 
 

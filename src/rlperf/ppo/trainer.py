@@ -162,6 +162,10 @@ class Trainer:
             )
         self.teacher = self._make_teacher()
         self.policy = make_policy(cfg.policy, self.spec).to(self.device)
+        if hasattr(self.policy, "profiler"):
+            # A policy that times its own stages (the ConvLSTM) records them in this run's
+            # profiler, under rollout/policy_forward and update/loss.
+            self.policy.profiler = self.prof
         self.recurrent = self.policy.recurrent
         self.has_mask = self.spec.has_mask
         self.continuous = not self.spec.action.discrete
