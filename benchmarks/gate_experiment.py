@@ -2,28 +2,42 @@
 
 Clones this repository at one commit into a temporary directory, adds a second commit there
 that makes every training iteration cost ``--slowdown`` more CPU (a busy-wait proportional to
-the CPU time of collect, compute_advantages and update: SPS drops by that fraction), then runs
-the gate alternately
+the CPU time of collect, compute_advantages and update: SPS drops by that fraction, 5% by
+default), then runs the gate over ``--cases`` alternately
 
-- base against itself (A/A: an exit 1 is a false alarm), and
+- base against itself (A/A: an exit 1 is a false alarm, for the whole case set), and
 - base against the planted commit (an exit 1 is a catch),
 
-recording each run's exit status, wall time and ratios. The gate code that runs is the clone's
-own (``python -m rlperf.cli gate``), so edits to this checkout during the experiment change
-nothing. Each run's ``--json`` is kept; the samples are re-decided on wall time as well, to
-compare the two metrics on the same measurements.
+recording each run's exit status, wall time, ratios and the phase each case's verdict names.
+The gate code that runs is the clone's own (``python -m rlperf.cli gate``), so edits to this
+checkout during the experiment change nothing. Each run's ``--json`` is kept; the samples are
+re-decided on wall time as well, to compare the two metrics on the same measurements. The
+planted slowdown is in the Trainer, so ``--cases`` must be cases that train (``e2e_train``,
+``petri_e2e``).
 
     python benchmarks/gate_experiment.py --runs 20 --out gate-experiment/
+    python benchmarks/gate_experiment.py --runs 20 --cases e2e_train --out ge-all/ \
+        -- --threshold 0.03 --max-rounds 30
 
-Prints a Markdown summary (also written to OUT/summary.md, with every run in OUT/runs.json,
-which is rewritten after each run; ``--summarise OUT/runs.json`` summarises a partial one).
+Prints a Markdown summary: the false-alarm and catch rates, every run's duration, and the
+round-to-round noise of the A/A runs (the sd of one round's log-ratio, which the sample-size
+table of ``--power`` turns into the rounds a 5% catch needs). Also written to OUT/summary.md,
+with every run in OUT/runs.json, rewritten after each run (``--summarise OUT/runs.json``
+summarises a partial one).
+
+    python benchmarks/gate_experiment.py --power
+
+times nothing: it prints the sample-size table and the exact family-wise false-alarm rates of
+the gate's statistics (docs/benchmarks.md), from synthetic samples, in seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -31,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from rlperf.bench.gate import round_log_ratio
 
 PLANTED = """
 
@@ -93,9 +109,15 @@ def run_gate(clone: Path, base: str, head: str, json_path: Path, gate_args: list
         row["stderr"] = done.stderr[-2000:]
         return row
     data = json.loads(json_path.read_text())
-    case = data["cases"][0]
-    row["verdicts"] = case["verdicts"]
-    row["rounds"] = len(case["rounds"])
+    row["cases"] = {
+        case["name"]: {
+            "verdicts": case["verdicts"],
+            "rounds": len(case["rounds"]),
+            "round_log_ratios": [round_log_ratio(r, "cpu") for r in case["rounds"]],
+            "moved_phase": case.get("moved_phase"),
+        }
+        for case in data["cases"]
+    }
     return row
 
 
@@ -110,6 +132,8 @@ def redecide_on_wall(clone: Path, json_path: Path) -> int | None:
 
 
 def summarise(rows: list[dict], slowdown: float) -> str:
+    """The rates, the per-case catches, every run's duration and the A/A round noise."""
+
     def count(kind: str, key: str, code: int) -> int:
         return sum(1 for r in rows if r["kind"] == kind and r[key] == code)
 
@@ -128,29 +152,88 @@ def summarise(rows: list[dict], slowdown: float) -> str:
             f"{count('planted', key, 1)}/{n_pl} | {count('planted', key, 0)}/{n_pl} | "
             f"{count('planted', key, 2)}/{n_pl} |"
         )
-    aa_ratios = [
-        r["verdicts"]["cpu"]["ratio"] for r in rows if r["kind"] == "A/A" and "verdicts" in r
-    ]
-    pl_ratios = [
-        r["verdicts"]["cpu"]["ratio"] for r in rows if r["kind"] == "planted" and "verdicts" in r
-    ]
     lines += [
         "",
         f"gate wall time per run: median {statistics.median(walls):.0f} s, "
         f"range {walls[0]:.0f}-{walls[-1]:.0f} s over {len(rows)} runs",
     ]
-    if aa_ratios and pl_ratios:
+    for kind in ("A/A", "planted"):
+        durations = ", ".join(f"{r['wall_s']:.0f}" for r in rows if r["kind"] == kind)
+        lines.append(f"{kind} run durations (s): {durations}")
+    names = sorted({name for r in rows for name in r.get("cases", {})})
+    for name in names:
+        runs = {kind: [r["cases"][name] for r in rows if r["kind"] == kind
+                       and name in r.get("cases", {})] for kind in ("A/A", "planted")}  # fmt: skip
+        decided = {kind: sum(c["verdicts"]["cpu"]["decision"] == "regression" for c in cs)
+                   for kind, cs in runs.items()}  # fmt: skip
+        ratios = {kind: [c["verdicts"]["cpu"]["ratio"] for c in cs if c["verdicts"]["cpu"]["ratio"]]
+                  for kind, cs in runs.items()}  # fmt: skip
+        aa_logs = [d for c in runs["A/A"] for d in c["round_log_ratios"]]
+        # Robust sd of one A/A round's log-ratio: 1.4826 x the median absolute deviation.
+        noise = 1.4826 * statistics.median(abs(d - statistics.median(aa_logs)) for d in aa_logs) \
+            if aa_logs else float("nan")  # fmt: skip
+        phases = [c["moved_phase"]["name"] for c in runs["planted"] if c.get("moved_phase")]
+        top = max(set(phases), key=phases.count) if phases else "none"
+        span = {k: f"{min(v):.3f}-{max(v):.3f}" if v else "n/a" for k, v in ratios.items()}
         lines.append(
-            f"cpu ratio (head/base): A/A {min(aa_ratios):.3f}-{max(aa_ratios):.3f}, "
-            f"planted {min(pl_ratios):.3f}-{max(pl_ratios):.3f}"
+            f"{name}: regression in {decided['A/A']}/{len(runs['A/A'])} A/A and "
+            f"{decided['planted']}/{len(runs['planted'])} planted runs; cpu ratio A/A "
+            f"{span['A/A']}, planted {span['planted']}; A/A round noise sd {noise:.3f}; "
+            f"phase named in planted runs: {top} ({phases.count(top)}/{len(phases)})"
         )
+    return "\n".join(lines)
+
+
+def power_table(seed: int = 0) -> str:
+    """Rounds a 5% slowdown needs to be flagged in >= 95% of runs, by round noise and case
+    count (synthetic, the gate's own decide_family), and the exact family-wise false-alarm
+    rates; nothing is timed."""
+    from rlperf.bench.stats import REGRESSION, decide_family, family_false_alarm_rate
+
+    def caught(n: int, noise: float, cases: int, horizon: int, trials: int = 400) -> float:
+        rng, hits = random.Random(seed), 0
+        for _ in range(trials):
+            family = {f"c{i}": [math.log1p(0.05 if i == 0 else 0.0) + rng.gauss(0.0, noise)
+                                for _ in range(n)] for i in range(cases)}  # fmt: skip
+            hits += decide_family(family, 0.02, 0.95, 6, horizon)["c0"].decision == REGRESSION
+        return hits / trials
+
+    lines = [
+        "Rounds for a 5% slowdown to be flagged in >= 95% of runs (threshold 2%, 95% confidence,",
+        "rounds 6..horizon; noise = sd of one round's log-ratio):",
+        "",
+        "| round noise sd | 1 case, horizon 20 | 1 case, horizon 40 | 4 cases, horizon 20 "
+        "| 4 cases, horizon 40 |",
+        "|---|---|---|---|---|",
+    ]
+    for noise in (0.01, 0.02, 0.03, 0.04, 0.05):
+        cells = []
+        for cases, horizon in ((1, 20), (1, 40), (4, 20), (4, 40)):
+            n = next((n for n in range(6, horizon + 1) if caught(n, noise, cases, horizon) >= 0.95),
+                     None)  # fmt: skip
+            cells.append(str(n) if n else f"> {horizon}")
+        lines.append(f"| {noise:.2f} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Exact family-wise false-alarm rate (all cases unchanged, run to the horizon):",
+        "",
+        "| cases | horizon 20 | horizon 30 | horizon 40 |",
+        "|---|---|---|---|",
+    ]
+    for cases in (1, 2, 4, 6, 8):
+        rates = [family_false_alarm_rate(cases, 0.95, 6, h) for h in (20, 30, 40)]
+        lines.append(f"| {cases} | " + " | ".join(f"{r:.2%}" for r in rates) + " |")
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="gate runs of each kind")
-    parser.add_argument("--slowdown", type=float, default=0.15, help="planted CPU slowdown")
+    parser.add_argument("--slowdown", type=float, default=0.05, help="planted CPU slowdown")
+    parser.add_argument("--cases", help="the gate's --cases (default: the gate's default case set)")
+    parser.add_argument(
+        "--power", action="store_true", help="print the synthetic sample-size table and exit"
+    )
     parser.add_argument("--commit", default="HEAD", help="commit of this repo to test")
     parser.add_argument("--out", type=Path, default=Path("gate-experiment"))
     parser.add_argument(
@@ -158,6 +241,10 @@ def main() -> int:
     )
     parser.add_argument("gate_args", nargs="*", help="extra rlperf gate arguments (after --)")
     args = parser.parse_args()
+    if args.power:
+        print(power_table())
+        return 0
+    gate_args = [*(["--cases", args.cases] if args.cases else []), *args.gate_args]
     if args.summarise is not None:
         print(summarise(json.loads(args.summarise.read_text()), args.slowdown))
         return 0
@@ -171,7 +258,7 @@ def main() -> int:
             # Interleave the two kinds so both see the same spread of machine load.
             for kind, head in (("A/A", clean), ("planted", planted)):
                 json_path = args.out / f"run{i:02d}-{'aa' if kind == 'A/A' else 'planted'}.json"
-                row = run_gate(clone, clean, head, json_path, args.gate_args)
+                row = run_gate(clone, clean, head, json_path, gate_args)
                 row.update(kind=kind, index=i, exit_wall=redecide_on_wall(clone, json_path))
                 rows.append(row)
                 said = (row["stdout"].strip().splitlines() or [row.get("stderr", "")])[-1]

@@ -1,9 +1,12 @@
-"""The gate's decision rule on synthetic paired samples."""
+"""The gate's decision rule on synthetic paired samples: the interval, the sequential sign
+test against a brute-force reference, Holm, sample sizes and the family-wise false-alarm rate."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -12,9 +15,17 @@ from rlperf.bench.stats import (
     REGRESSION,
     UNDECIDED,
     binom_cdf_half,
+    crossing_probability,
     decide,
+    decide_family,
+    false_alarm_level,
+    family_false_alarm_rate,
+    fewest_rounds_to_flag,
+    holm_adjust,
     median_ci,
     min_rounds,
+    pointwise_sign_pvalue,
+    sequential_sign_pvalue,
     sign_test_rank,
 )
 
@@ -82,3 +93,144 @@ def test_a_slowdown_near_the_threshold_is_undecided() -> None:
 def test_non_finite_samples_are_rejected() -> None:
     with pytest.raises(ValueError, match="finite"):
         decide([0.0] * 5 + [math.nan], 0.10, 0.95)
+
+
+# -- the sequential sign test and Holm ---------------------------------------------------
+def brute_force_crossing(q: Fraction, first_look: int, horizon: int) -> float:
+    """The reference: every path of ``horizon`` fair coin flips, counted."""
+    crossed = 0
+    for path in itertools.product((0, 1), repeat=horizon):
+        heads = list(itertools.accumulate(path))
+        crossed += any(
+            pointwise_sign_pvalue(heads[n - 1], n) <= q for n in range(first_look, horizon + 1)
+        )
+    return crossed / 2**horizon
+
+
+@pytest.mark.parametrize("q", [Fraction(1, 64), Fraction(11, 1024), Fraction(1, 10), Fraction(1)])
+@pytest.mark.parametrize(("first_look", "horizon"), [(6, 12), (3, 10), (6, 6)])
+def test_crossing_probability_matches_brute_force(
+    q: Fraction, first_look: int, horizon: int
+) -> None:
+    assert crossing_probability(q, first_look, horizon) == pytest.approx(
+        brute_force_crossing(q, first_look, horizon), abs=1e-12
+    )
+
+
+def test_sequential_pvalue_is_never_below_the_pointwise_one() -> None:
+    samples = log_ratios(0.03, 0.03, 20, seed=1)
+    positives = sum(d > 0 for d in samples)
+    pointwise = float(pointwise_sign_pvalue(positives, 20))
+    assert sequential_sign_pvalue(samples, 20, 20) == pytest.approx(pointwise)  # one look
+    assert sequential_sign_pvalue(samples, 6, 20) >= pointwise
+    assert sequential_sign_pvalue(samples[:5], 6, 20) == 1.0  # before the first look
+    with pytest.raises(ValueError, match="horizon"):
+        sequential_sign_pvalue(samples, 6, 10)
+
+
+def holm_reference(p_values: list[float], alpha: float) -> list[bool]:
+    """Holm's procedure as written: step down until the first failure."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_holm_adjusted_pvalues_reject_as_holm_does(seed: int) -> None:
+    rng = random.Random(seed)
+    p_values = [rng.random() ** 3 for _ in range(rng.randint(1, 8))]
+    adjusted = holm_adjust(p_values)
+    for alpha in (0.01, 0.025, 0.05, 0.2):
+        assert [a <= alpha for a in adjusted] == holm_reference(p_values, alpha)
+
+
+def test_one_case_one_look_is_the_intervals_own_test() -> None:
+    """With a single look, "interval above 1" and "sequential p <= alpha" are the same test."""
+    for n in range(6, 30):
+        for positives in range(n + 1):
+            samples = [0.01] * positives + [-0.01] * (n - positives)
+            verdict = decide(samples, 0.0001, 0.95, first_look=n, horizon=n)
+            assert (verdict.low > 1.0) == (verdict.p_value <= false_alarm_level(0.95))
+
+
+def test_fewest_rounds_to_flag() -> None:
+    assert fewest_rounds_to_flag(1, 0.95, 6, 8) == 6  # 1/64 over looks 6..8 stays 1/64
+    assert fewest_rounds_to_flag(1, 0.95, 6, 20) == 7  # 15 looks cost one round
+    assert fewest_rounds_to_flag(4, 0.95, 6, 20) == 9  # Holm: alpha / 4 for the first
+    assert fewest_rounds_to_flag(4, 0.95, 6, 7) is None
+
+
+# The documented sample size (docs/benchmarks.md): a 5% slowdown, round noise sd 0.02 (the
+# sd of one round's log-ratio), threshold 2%, looks 6..20: flagged in >= 95% of runs (99.7%
+# simulated) by 10 rounds alone, by 12 rounds among 4 cases (99.8%).
+DOC_NOISE, DOC_THRESHOLD, DOC_HORIZON = 0.02, 0.02, 20
+
+
+@pytest.mark.parametrize(("num_cases", "rounds"), [(1, 10), (4, 12)])
+def test_five_percent_is_flagged_at_the_documented_sample_size(num_cases: int, rounds: int) -> None:
+    caught = 0
+    for seed in range(200):
+        family = {"slow": log_ratios(0.05, DOC_NOISE, rounds, seed)}
+        family.update({f"same{i}": log_ratios(0.0, DOC_NOISE, rounds, 1000 * seed + i)
+                       for i in range(num_cases - 1)})  # fmt: skip
+        verdicts = decide_family(family, DOC_THRESHOLD, 0.95, 6, DOC_HORIZON)
+        caught += verdicts["slow"].decision == REGRESSION
+        assert all(v.decision != REGRESSION for c, v in verdicts.items() if c != "slow")
+    assert caught / 200 >= 0.95
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_equal_distributions_pass_at_the_documented_sample_size(seed: int) -> None:
+    verdict = decide(log_ratios(0.0, DOC_NOISE, DOC_HORIZON, seed), DOC_THRESHOLD, 0.95, 6, 20)
+    assert verdict.decision == OK
+
+
+@pytest.mark.parametrize("horizon", [8, 12, 20, 30])
+@pytest.mark.parametrize("num_cases", [1, 2, 3, 4, 6, 8])
+def test_exact_family_false_alarm_rate_is_at_most_alpha(num_cases: int, horizon: int) -> None:
+    """The worst case exactly: every case unchanged, run to the horizon, threshold ignored."""
+    rate = family_false_alarm_rate(num_cases, 0.95, 6, horizon)
+    assert rate <= false_alarm_level(0.95)
+    # Zero only where no run of rounds could flag anything (8 cases in 8 rounds).
+    assert (rate > 0.0) == (fewest_rounds_to_flag(num_cases, 0.95, 6, horizon) is not None)
+
+
+def run_sequential(rng: random.Random, num_cases: int, rule: str) -> bool:
+    """One synthetic gate run of ``num_cases`` unchanged cases (round noise sd 0.03, and a
+    neighbour's 5x burst in about one round in ten), threshold 2%, rounds 6..20 taken one at a
+    time, each case stopped once decided, as the gate does; True if any case was called a
+    regression. ``rule``: "gate" (:func:`decide_family`) or "naive" (each case alone, the
+    fixed-n test read at every look: the rule without the sequential and Holm corrections).
+    """
+    rounds: dict[str, list[float]] = {f"case{i}": [] for i in range(num_cases)}
+    pending = sorted(rounds)
+    for n in range(1, 21):
+        for case in pending:
+            burst = rng.random() < 0.1
+            rounds[case].append(rng.gauss(0.0, 0.03 * (5.0 if burst else 1.0)))
+        if n < 6:
+            continue
+        if rule == "gate":
+            verdicts = decide_family(rounds, 0.02, 0.95, 6, 20)
+        else:
+            verdicts = {c: decide(rounds[c], 0.02, 0.95, first_look=n, horizon=n) for c in rounds}
+        if any(v.decision == REGRESSION for v in verdicts.values()):
+            return True
+        pending = [c for c in pending if verdicts[c].decision == UNDECIDED]
+    return False
+
+
+def test_family_wise_false_alarms_stay_below_the_level_in_simulated_gate_runs() -> None:
+    """1,000 synthetic gate runs of 4 unchanged cases: the share with any false alarm stays
+    <= alpha (2.5%); the rule without the corrections exceeds it (so the simulation can tell)."""
+    alpha, runs = false_alarm_level(0.95), 1000
+    rng = random.Random(12345)
+    gate = sum(run_sequential(rng, 4, "gate") for _ in range(runs)) / runs
+    rng = random.Random(12345)
+    naive = sum(run_sequential(rng, 4, "naive") for _ in range(runs)) / runs
+    assert gate <= alpha
+    assert naive > 2 * alpha

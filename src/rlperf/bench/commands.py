@@ -1,4 +1,5 @@
-"""Subcommands of this package (registered into ``rlperf`` by cli.py): ``rlperf gate``."""
+"""Subcommands of this package (registered into ``rlperf`` by cli.py): ``rlperf gate``,
+``rlperf bisect`` and ``rlperf history``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import re
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rlperf.bench.bisect import BisectError, bisect
+from rlperf.bench.bisect import verdict_line as bisect_verdict_line
 from rlperf.bench.gate import (
+    EXIT_OK,
     EXIT_REGRESSION,
     EXIT_UNDECIDED,
     METRICS,
@@ -25,6 +30,7 @@ from rlperf.bench.gate import (
     results_from_json,
     run_rounds,
 )
+from rlperf.bench.history import HistoryError, build, results_dir_from_conf
 from rlperf.bench.registry import UnknownCaseError, select
 from rlperf.bench.worktree import GitError, checked_out, repo_root, resolve_commit
 
@@ -49,20 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gate.add_argument(
         "--head", metavar="REF", help="commit to test (default: the current working tree)"
     )
-    gate.add_argument(
-        "--threshold",
-        type=float,
-        default=0.10,
-        help="slowdown that fails the gate, as a fraction (default: 0.10)",
-    )
-    gate.add_argument(
-        "--cases",
-        default=DEFAULT_CASES,
-        help=f"comma-separated case names or components (default: {DEFAULT_CASES})",
-    )
-    gate.add_argument(
-        "--metric", choices=METRICS, default="cpu", help="time the decision uses (default: cpu)"
-    )
+    add_settings(gate)
     gate.add_argument(
         "--json",
         metavar="FILE",
@@ -75,9 +68,68 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="decide again on the samples of an earlier --json file; runs nothing",
     )
+    gate.set_defaults(func=cmd_gate)
+
+    bisect_parser = subparsers.add_parser(
+        "bisect",
+        help="find the first commit between GOOD and BAD that made a case slower",
+        description=(
+            "Binary search over BAD's first-parent history after GOOD, each step a gate "
+            "decision of that commit against GOOD (about log2(n) steps; the path is printed). "
+            "Exit 1: the first slower commit was found; 0: BAD is not slower than GOOD; "
+            "2: a step could not be decided, or could not run."
+        ),
+    )
+    bisect_parser.add_argument("good", metavar="GOOD", help="a commit known to be fast")
+    bisect_parser.add_argument("bad", metavar="BAD", help="a later commit known or feared slow")
+    add_settings(bisect_parser)
+    bisect_parser.set_defaults(func=cmd_bisect)
+
+    history = subparsers.add_parser(
+        "history",
+        help="one self-contained HTML page of benchmark history (opens offline)",
+        description=(
+            "Chart every case across commits from asv results and/or gate --json files into "
+            "one HTML file with inline SVG: no scripts, no network. With neither source, the "
+            "results_dir of ./asv.conf.json is read. Exit 2 on missing or malformed input."
+        ),
+    )
+    history.add_argument(
+        "--asv-results", metavar="DIR", type=Path, help="asv results directory (.asv/results)"
+    )
+    history.add_argument(
+        "--gate-json",
+        metavar="FILE",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="rlperf gate --json files, oldest first",
+    )
+    history.add_argument(
+        "--out", metavar="FILE", type=Path, default=Path("history.html"), help="page to write"
+    )
+    history.set_defaults(func=cmd_history)
+
+
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """The gate's measuring and deciding options (shared by gate and bisect)."""
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.10,
+        help="slowdown that fails the gate, as a fraction (default: 0.10)",
+    )
+    parser.add_argument(
+        "--cases",
+        default=DEFAULT_CASES,
+        help=f"comma-separated case names or components (default: {DEFAULT_CASES})",
+    )
+    parser.add_argument(
+        "--metric", choices=METRICS, default="cpu", help="time the decision uses (default: cpu)"
+    )
     defaults = Settings()
     tuning = (
-        ("--confidence", float, "confidence", "interval coverage"),
+        ("--confidence", float, "confidence", "interval coverage; false alarms <= (1-c)/2"),
         ("--min-rounds", int, "min_rounds", "fewest rounds before deciding"),
         ("--max-rounds", int, "max_rounds", "rounds before giving up undecided"),
         ("--pairs", int, "pairs_per_round", "samples per side per round"),
@@ -86,8 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     for flag, kind, attr, text in tuning:
         default = getattr(defaults, attr)
-        gate.add_argument(flag, type=kind, default=default, help=f"{text} (default: {default})")
-    gate.set_defaults(func=cmd_gate)
+        parser.add_argument(flag, type=kind, default=default, help=f"{text} (default: {default})")
 
 
 def error(message: str) -> int:
@@ -120,13 +171,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
         if args.json is not None and not args.json.parent.is_dir():
             raise GateError(f"--json: directory {args.json.parent} does not exist")
         if args.from_json is not None:
-            results, sides = load_results(args.from_json, settings)
+            results, sides, settings = load_results(args.from_json, settings)
         else:
             if not args.base:
                 raise GateError("--base REF is required (or --from-json FILE)")
-            names = [c.name for c in select(split_cases(args.cases))]
-            if not names:
-                raise GateError("--cases names no case")
+            names = case_names(args.cases)
+            settings.check_family(len(names))
             results, sides = measure(args.base, args.head, names, settings)
     except (GateError, GitError, UnknownCaseError) as e:
         return error(str(e))
@@ -146,6 +196,48 @@ def cmd_gate(args: argparse.Namespace) -> int:
         }
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
     return code
+
+
+def case_names(text: str) -> list[str]:
+    """Full case names selected by ``--cases``; GateError when none."""
+    names = [c.name for c in select(split_cases(text))]
+    if not names:
+        raise GateError("--cases names no case")
+    return names
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        settings = settings_from_args(args)
+        names = case_names(args.cases)
+        repo = repo_root(Path.cwd())
+        out = bisect(repo, args.good, args.bad, names, settings,
+                     lambda m: print(m, file=sys.stderr), say)  # fmt: skip
+    except (BisectError, GateError, GitError, UnknownCaseError) as e:
+        return error(str(e))
+    except KeyboardInterrupt:
+        print("rlperf: bisect interrupted; nothing found", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(bisect_verdict_line(out, settings))
+    return out.code
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    try:
+        asv_results = args.asv_results
+        if asv_results is None and not args.gate_json:
+            asv_results = results_dir_from_conf(Path("asv.conf.json"))
+        if not args.out.parent.is_dir():
+            raise HistoryError(f"--out: directory {args.out.parent} does not exist")
+        page, count = build(asv_results, args.gate_json)
+        args.out.write_text(page)
+    except HistoryError as e:
+        return error(str(e))
+    print(f"history: {count} chart{'' if count == 1 else 's'} written to {args.out}")
+    return EXIT_OK
 
 
 def measure(
@@ -172,8 +264,17 @@ def measure(
     return results, sides
 
 
-def load_results(path: Path, settings: Settings) -> tuple[list[CaseResult], dict[str, Any]]:
-    """Results of an earlier ``--json`` run, decided again with ``settings``."""
+def load_results(
+    path: Path, settings: Settings
+) -> tuple[list[CaseResult], dict[str, Any], Settings]:
+    """Results of an earlier ``--json`` run, decided again with ``settings``; returns the
+    settings used.
+
+    The rounds at which the run could have stopped (its min and max rounds) are the file's
+    own: they are how the samples were gathered, and the sequential test's p-value depends on
+    them (:func:`rlperf.bench.stats.sequential_sign_pvalue`). Threshold, metric and confidence
+    are the command line's.
+    """
     try:
         data = json.loads(path.read_text())
     except OSError as e:
@@ -183,14 +284,26 @@ def load_results(path: Path, settings: Settings) -> tuple[list[CaseResult], dict
     if not isinstance(data, dict):
         raise GateError(f"malformed gate results in {path}: not an object")
     results = results_from_json(data)
-    for res in results:
-        res.verdicts = analyse(res.rounds, settings)
-    return results, data.get("sides", {})
+    saved = data.get("settings")
+    saved = saved if isinstance(saved, dict) else {}
+    try:
+        first = int(saved.get("min_rounds", settings.min_rounds))
+        last = int(saved.get("max_rounds", settings.max_rounds))
+    except (TypeError, ValueError) as e:
+        raise GateError(f"malformed gate results in {path}: settings: {e}") from e
+    longest = max(len(r.rounds) for r in results)
+    settings = replace(settings, min_rounds=first, max_rounds=max(last, longest))
+    analyse(results, settings)
+    return results, data.get("sides", {}), settings
 
 
 def verdict_line(results: list[CaseResult], settings: Settings, code: int) -> str:
     if code == EXIT_REGRESSION:
-        bad = [r.name for r in results if r.decision(settings.metric) == "regression"]
+        bad = []
+        for res in results:
+            if res.decision(settings.metric) == "regression":
+                phase = res.moved_phase()
+                bad.append(res.name if phase is None else f"{res.name} ({phase.describe()})")
         return f"gate: REGRESSION beyond {settings.threshold:.0%} in {', '.join(bad)} (exit 1)"
     if code == EXIT_UNDECIDED:
         open_cases = [r.name for r in results if r.decision(settings.metric) != "ok"]

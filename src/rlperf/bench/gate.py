@@ -1,8 +1,10 @@
 """The SPS regression gate: base and head timed in the same job, interleaved, in fresh processes.
 
-Each side has one worker (``worker.py``) that imports torch once and forks a fresh process
-for every round; that process imports ``rlperf`` from its side's checkout and sets up the same
-registry cases. The two then take turns, one sample at a
+One worker (``worker.py``) imports torch once and forks two fresh processes for every round,
+one per side, from itself (one parent, so neither side inherits a layout the other lacks:
+``worker.py`` says why that matters); each randomizes its memory layout, imports ``rlperf``
+from its side's checkout and sets up the same registry cases. The two round processes then
+take turns, one sample at a
 time, ``pairs_per_round`` times each (A B, B A, A B ...: the order alternates so neither side
 always runs first). Each sample is a fixed number of calls of the case, calibrated once on the
 base so both sides do the same work.
@@ -10,9 +12,16 @@ base so both sides do the same work.
 A round yields one value per case: the median over its pairs of ``log(head_s / base_s)``.
 The two samples of a pair run back to back (a fraction of a second apart), so a change in the
 machine's load hits both; the median discards the pairs a burst of load hit in between. Rounds
-are the independent samples of the statistic (fresh processes: fresh memory layout, fresh
-import), and continue until every case is decided (:func:`rlperf.bench.stats.decide`) or
-``max_rounds`` is reached.
+are the independent samples of the statistic (fresh processes, a fresh random memory layout,
+forked from one parent), and continue until every case is decided or
+``max_rounds`` is reached. The cases of one
+run are decided together (:func:`rlperf.bench.stats.decide_family`): the chance that the run
+calls any unchanged case a regression is held at ``(1 - confidence) / 2`` for the whole family
+and every round looked at.
+
+A sample of a case that runs the trainer also carries the seconds of each trainer section
+(``rollout/env_step``, ``update/backward``, ...) spent in it; :mod:`rlperf.bench.phases` names
+the section that moved most.
 
 The metric is the worker's CPU time by default: on a shared machine wall time also counts the
 time a neighbour held the core, CPU time does not (see docs/benchmarks.md for the measured
@@ -32,10 +41,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlperf.bench.stats import OK, REGRESSION, UNDECIDED, Verdict, decide, median, min_rounds
+from rlperf.bench.phases import PhaseShift, moved_phase
+from rlperf.bench.stats import (
+    OK,
+    REGRESSION,
+    UNDECIDED,
+    Verdict,
+    decide_family,
+    false_alarm_level,
+    fewest_rounds_to_flag,
+    median,
+    min_rounds,
+)
 
 WORKER = Path(__file__).with_name("worker.py")
 REGISTRY = Path(__file__).with_name("registry.py")
+# Third-party modules each worker imports once, before it forks the round processes.
+PRELOADED = ("numpy", "torch", "gymnasium")
 METRICS = ("cpu", "wall")
 EXIT_OK, EXIT_REGRESSION, EXIT_UNDECIDED = 0, 1, 2
 
@@ -75,6 +97,17 @@ class Settings:
             raise GateError("pairs_per_round must be >= 1, sample_s > 0 and warmup_s >= 0")
         return self
 
+    def check_family(self, num_cases: int) -> None:
+        """GateError when ``max_rounds`` could not flag a regression among ``num_cases`` cases
+        (Holm asks the most significant case for p <= alpha / num_cases)."""
+        if fewest_rounds_to_flag(num_cases, self.confidence, self.min_rounds, self.max_rounds):
+            return
+        raise GateError(
+            f"max_rounds {self.max_rounds} is too few to flag a regression among {num_cases} "
+            f"cases at a {false_alarm_level(self.confidence):.1%} family-wise false-alarm "
+            "rate: raise --max-rounds or pass fewer --cases"
+        )
+
 
 @dataclass
 class Side:
@@ -90,52 +123,58 @@ class Side:
 
 
 class Worker:
-    """A fresh process timing cases of one side, driven by JSON lines."""
+    """The process that times both sides, driven by JSON lines (``worker.py``).
 
-    def __init__(self, side: Side) -> None:
-        self.side = side
-        self.setup_answer: dict[str, Any] = {}
+    It forks each round's two round processes (one per side) from itself, so the sides share
+    everything a fork inherits and differ only by their own, randomized, allocations. The sides
+    may change between rounds: ``rlperf bisect`` keeps one worker for all its steps, so a step
+    does not pay for importing torch again.
+
+    Args:
+        registry: the case definitions (default: the gate's own ``registry.py``).
+        preload: modules imported once before forking (default :data:`PRELOADED`).
+    """
+
+    def __init__(self, registry: Path = REGISTRY, preload: tuple[str, ...] = PRELOADED) -> None:
+        self.sides: dict[str, Side] = {}  # label -> tree, set by run_rounds
+        self.setup_answers: dict[str, dict[str, Any]] = {}  # label -> the round's setup reply
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        # One thread: the two workers alternate on a 2-core box shared with other jobs, and
+        # One thread: the two sides alternate on a 2-core box shared with other jobs, and
         # intra-op threads would add spin-waiting and scheduling noise to the CPU time.
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": ""}
-        cmd = [sys.executable, str(WORKER), "--src", str(side.src), "--registry", str(REGISTRY)]
+        cmd = [sys.executable, str(WORKER), "--registry", str(registry),
+               "--preload", ",".join(preload)]  # fmt: skip
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             text=True, env=env,
         )  # fmt: skip
 
-    def send(self, request: dict[str, Any]) -> None:
-        assert self._proc.stdin is not None
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request, return its reply; GateError naming the side on any failure."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
         except BrokenPipeError:
             self._raise_died(request)
-
-    def receive(self, request: dict[str, Any]) -> dict[str, Any]:
-        assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
         if not line:
             self._raise_died(request)
         answer = json.loads(line)
         if "error" in answer:
             what = f"case {request['case']}" if "case" in request else "setup"
-            raise GateError(f"{what} failed on {self.side.label} {self.side.describe()}: "
-                            f"{answer['error']}")  # fmt: skip
+            side = self.sides.get(answer.get("side", ""))
+            where = f" on {side.label} {side.describe()}" if side is not None else ""
+            raise GateError(f"{what} failed{where}: {answer['error']}")
         return answer
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        self.send(request)
-        return self.receive(request)
 
     def _raise_died(self, request: dict[str, Any]) -> None:
         self._proc.wait()
         self._stderr.seek(0)
         lines = [line for line in self._stderr.read().splitlines() if line.strip()]
         last = lines[-1] if lines else f"exit status {self._proc.returncode}"
-        raise GateError(f"the {self.side.label} worker ({self.side.describe()}) died during "
-                        f"{request['op']}: {last}")  # fmt: skip
+        sides = " vs ".join(s.describe() for s in self.sides.values())
+        raise GateError(f"the gate's worker ({sides}) died during {request['op']}: {last}")
 
     def close(self) -> None:
         if self._proc.stdin is not None and not self._proc.stdin.closed:
@@ -151,22 +190,21 @@ class Worker:
         self._stderr.close()
 
 
-def begin_round(workers: dict[str, Worker], cases: list[str], warmup_s: float) -> None:
-    """Fresh round processes on both sides, set up (concurrently: nothing is timed yet)."""
-    request = {"op": "setup", "cases": cases, "warmup_s": warmup_s}
-    for worker in workers.values():
-        worker.send(request)
-    for worker in workers.values():
-        worker.setup_answer = worker.receive(request)
+def begin_round(worker: Worker, cases: list[str], warmup_s: float) -> None:
+    """Fresh round processes for both sides, set up (concurrently: nothing is timed yet)."""
+    sides = {label: str(side.src) for label, side in worker.sides.items()}
+    request = {"op": "setup", "sides": sides, "cases": cases, "warmup_s": warmup_s}
+    worker.setup_answers = worker.ask(request)["sides"]
 
 
-def end_round(workers: dict[str, Worker]) -> None:
-    for worker in workers.values():
-        worker.ask({"op": "end"})
+def end_round(worker: Worker) -> None:
+    worker.ask({"op": "end"})
 
 
 # -- samples and their analysis ----------------------------------------------------------
-Samples = dict[str, list[dict[str, float]]]  # "base"/"head" -> [{"wall_s", "cpu_s"}, ...]
+# "base"/"head" -> [{"wall_s": s, "cpu_s": s, "sections_s": {name: s}}, ...]; "sections_s"
+# only for cases that run the trainer, on commits that have the process-wide profiler.
+Samples = dict[str, list[dict[str, Any]]]
 
 
 def fastest(samples: list[dict[str, float]], metric: str) -> float:
@@ -181,14 +219,18 @@ def round_log_ratio(round_samples: Samples, metric: str) -> float:
     return median([math.log(head[key] / base[key]) for base, head in pairs])
 
 
-def analyse(rounds: list[Samples], settings: Settings) -> dict[str, Verdict]:
-    """Verdict of each metric on the recorded rounds."""
-    return {
-        metric: decide(
-            [round_log_ratio(r, metric) for r in rounds], settings.threshold, settings.confidence
+def analyse(results: list[CaseResult], settings: Settings) -> None:
+    """Set every case's verdict for each metric, the cases decided as one family."""
+    for metric in METRICS:
+        verdicts = decide_family(
+            {r.name: [round_log_ratio(rounds, metric) for rounds in r.rounds] for r in results},
+            settings.threshold,
+            settings.confidence,
+            first_look=settings.min_rounds,
+            horizon=settings.max_rounds,
         )
-        for metric in METRICS
-    }
+        for res in results:
+            res.verdicts[metric] = verdicts[res.name]
 
 
 @dataclass
@@ -205,9 +247,15 @@ class CaseResult:
     def decision(self, metric: str) -> str:
         return self.verdicts[metric].decision
 
+    def moved_phase(self) -> PhaseShift | None:
+        """The trainer section whose time moved most (None for a case without sections)."""
+        return moved_phase(self.rounds)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["verdicts"] = {m: v.to_dict() for m, v in self.verdicts.items()}
+        phase = self.moved_phase()
+        out["moved_phase"] = None if phase is None else asdict(phase)
         return out
 
 
@@ -217,21 +265,29 @@ def run_rounds(
     cases: list[str],
     settings: Settings,
     log: Callable[[str], None],
+    worker: Worker | None = None,
 ) -> list[CaseResult]:
     """Alternate base and head in fresh processes, round after round, until all are decided.
 
     A case either side skips (``CaseSkipped``: a component the base commit does not have yet,
     CUDA on a CPU box) is logged with its reason and left out; GateError if none is left.
+
+    Args:
+        worker: a :class:`Worker` to reuse (pointed at ``base`` and ``head`` here, left open
+            for the caller); default: a new one, closed at the end.
     """
     results: dict[str, CaseResult] = {}
     pending = list(cases)
-    workers = {"base": Worker(base), "head": Worker(head)}
+    owned = worker is None
+    if worker is None:
+        worker = Worker()
+    worker.sides = {"base": base, "head": head}
     try:
         for r in range(settings.max_rounds):
-            begin_round(workers, pending, settings.warmup_s)
+            begin_round(worker, pending, settings.warmup_s)
             if r == 0:
-                for side, worker in workers.items():
-                    for case, reason in worker.setup_answer.get("skipped", {}).items():
+                for side, answer in worker.setup_answers.items():
+                    for case, reason in answer.get("skipped", {}).items():
                         log(f"skipping {case} (not on {side}: {reason})")
                         if case in cases:
                             cases = [c for c in cases if c != case]
@@ -239,17 +295,17 @@ def run_rounds(
                 if not cases:
                     raise GateError("no case can be timed on both base and head")
                 for case in cases:
-                    calls = workers["base"].ask(
-                        {"op": "calibrate", "case": case, "sample_s": settings.sample_s}
-                    )["calls"]
-                    items, unit = workers["base"].setup_answer["items"][case]
+                    request = {"op": "calibrate", "side": "base", "case": case,
+                               "sample_s": settings.sample_s}  # fmt: skip
+                    calls = worker.ask(request)["calls"]
+                    items, unit = worker.setup_answers["base"]["items"][case]
                     results[case] = CaseResult(case, calls, items, unit)
             for case in pending:
-                results[case].rounds.append(measure_round(workers, results[case], r, settings))
-            end_round(workers)
+                results[case].rounds.append(measure_round(worker, results[case], r, settings))
+            end_round(worker)
+            analyse(list(results.values()), settings)
             for case in list(pending):
                 result = results[case]
-                result.verdicts = analyse(result.rounds, settings)
                 verdict = result.verdicts[settings.metric]
                 if len(result.rounds) >= settings.min_rounds and verdict.decision != UNDECIDED:
                     pending.remove(case)
@@ -260,13 +316,13 @@ def run_rounds(
             if not pending:
                 break
     finally:
-        for worker in workers.values():
+        if owned:
             worker.close()
     return [results[c] for c in cases]
 
 
 def measure_round(
-    workers: dict[str, Worker], result: CaseResult, round_index: int, settings: Settings
+    worker: Worker, result: CaseResult, round_index: int, settings: Settings
 ) -> Samples:
     """``pairs_per_round`` back-to-back pairs; the order alternates (A B, B A, ...)."""
     samples: Samples = {"base": [], "head": []}
@@ -274,8 +330,11 @@ def measure_round(
     for j in range(settings.pairs_per_round):
         order = ("base", "head") if (round_index + j) % 2 == 0 else ("head", "base")
         for label in order:
-            answer = workers[label].ask(request)
-            samples[label].append({"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"]})
+            answer = worker.ask({**request, "side": label})
+            sample = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"]}
+            if "sections_s" in answer:
+                sample["sections_s"] = answer["sections_s"]
+            samples[label].append(sample)
     return samples
 
 
@@ -283,7 +342,8 @@ def format_verdict(v: Verdict) -> str:
     if v.low is None or v.high is None:
         ratio = "n/a" if v.ratio is None else f"{v.ratio:.3f}"
         return f"ratio {ratio} ({v.reason})"
-    return f"ratio {v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}] {v.decision}"
+    p = "" if v.p_value is None or v.decision == OK else f" (p={v.p_value:.2g})"
+    return f"ratio {v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}] {v.decision}{p}"
 
 
 def exit_code(results: list[CaseResult], metric: str) -> int:
@@ -297,12 +357,15 @@ def exit_code(results: list[CaseResult], metric: str) -> int:
 
 
 def report(results: list[CaseResult], settings: Settings) -> str:
-    """Human-readable table: per case, head/base ratio with its interval, both metrics."""
+    """Human-readable table: per case, head/base ratio with its interval, both metrics, and
+    the trainer section that moved most."""
     other = "wall" if settings.metric == "cpu" else "cpu"
+    family = f" over {len(results)} cases (Holm)" if len(results) > 1 else ""
     lines = [
         f"head/base time ratio (>1: head slower); threshold {1 + settings.threshold:.2f}, "
         f"{settings.confidence:.0%} interval on the median of the rounds; decided on "
-        f"{settings.metric} time"
+        f"{settings.metric} time, false alarms <= {false_alarm_level(settings.confidence):.1%}"
+        f"{family}"
     ]
     for res in results:
         verdict = res.verdicts[settings.metric]
@@ -315,6 +378,9 @@ def report(results: list[CaseResult], settings: Settings) -> str:
             f"{format_verdict(verdict)} over {verdict.rounds} rounds{rate}; "
             f"{other} {format_verdict(res.verdicts[other])}"
         )
+        phase = res.moved_phase()
+        if phase is not None:
+            lines.append(f"    phase that moved most: {phase.describe()}")
     return "\n".join(lines)
 
 
@@ -330,14 +396,12 @@ def results_from_json(data: Any) -> list[CaseResult]:
             )  # fmt: skip
             for r in entry["rounds"]:
                 samples: Samples = {
-                    side: [{m: float(s[m]) for m in ("wall_s", "cpu_s")} for s in r[side]]
-                    for side in ("base", "head")
+                    side: [sample_from_json(s) for s in r[side]] for side in ("base", "head")
                 }
-                times = [t for side in samples.values() for s in side for t in s.values()]
                 if not samples["base"] or not samples["head"]:
                     raise ValueError("a round without samples")
-                if not all(math.isfinite(t) and t > 0 for t in times):
-                    raise ValueError("a sample time that is not a positive number")
+                if len(samples["base"]) != len(samples["head"]):
+                    raise ValueError("a round whose base and head sample counts differ")
                 res.rounds.append(samples)
             results.append(res)
     except (KeyError, TypeError, ValueError) as e:
@@ -345,3 +409,16 @@ def results_from_json(data: Any) -> list[CaseResult]:
     if not results:
         raise GateError("malformed gate results: no cases")
     return results
+
+
+def sample_from_json(entry: dict[str, Any]) -> dict[str, Any]:
+    """One sample of a ``--json`` file, checked; ValueError/KeyError/TypeError if malformed."""
+    sample: dict[str, Any] = {m: float(entry[m]) for m in ("wall_s", "cpu_s")}
+    if not all(math.isfinite(t) and t > 0 for t in sample.values()):
+        raise ValueError("a sample time that is not a positive number")
+    if "sections_s" in entry:
+        sections = {str(k): float(v) for k, v in entry["sections_s"].items()}
+        if not all(math.isfinite(t) and t >= 0 for t in sections.values()):
+            raise ValueError("a section time that is not a non-negative number")
+        sample["sections_s"] = sections
+    return sample

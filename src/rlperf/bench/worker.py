@@ -1,23 +1,38 @@
-"""One side of the gate: a process that times registry cases of one source tree, per round.
+"""The gate's timing process: round processes of both sides, forked from one parent.
 
 Run as a script, never imported by the tree under test::
 
-    python worker.py --src TREE/src --registry GATE/registry.py
+    python worker.py --registry GATE/registry.py --preload numpy,torch,gymnasium
 
 The process imports the heavy third-party modules once (torch, numpy, gymnasium: seconds on a
-loaded 2-core machine), then forks a fresh child for every round. The child imports ``rlperf``
-from ``--src`` (the base or head checkout), loads the case definitions from the gate's own
-``registry.py`` (so both sides run exactly the same benchmark code), sets the cases up, warms
-them up and answers the round's requests. Requests and replies are JSON lines on stdin/stdout,
-one reply per request:
+loaded 2-core machine). For every round it forks one fresh child per side (base and head, or
+GOOD and the commit under test for ``rlperf bisect``), both from this one parent. Each child
+allocates a random amount of memory (:func:`randomize_layout`), imports ``rlperf`` from its
+side's ``src``, loads the case definitions from the gate's own ``registry.py`` (so both sides
+run exactly the same benchmark code), sets the cases up, warms them up and answers its side's
+requests. This parent relays requests and replies, JSON lines on stdin/stdout, one reply per
+request:
 
-    {"op": "setup", "cases": [...], "warmup_s": 0.3}  -> {"rlperf": path, "items": {...}}
-    {"op": "calibrate", "case": name, "sample_s": 0.1} -> {"calls": n}
-    {"op": "measure", "case": name, "calls": n}         -> {"wall_s": w, "cpu_s": c}
-    {"op": "end"}                                       -> {"ended": true}  (the child exits)
+    {"op": "setup", "sides": {"base": "TREE/src", "head": "TREE/src"}, "cases": [...],
+     "warmup_s": 0.3}          -> {"sides": {"base": {"rlperf": path, "items": {...},
+                                                      "skipped": {...}}, "head": {...}}}
+    {"op": "calibrate", "side": "base", "case": name, "sample_s": 0.1}  -> {"calls": n}
+    {"op": "measure", "side": "head", "case": name, "calls": n}
+                              -> {"wall_s": w, "cpu_s": c[, "sections_s": {name: s}]}
+    {"op": "end"}                       -> {"ended": true}  (both round processes exit)
 
-Any failure is answered ``{"error": "..."}`` and the worker exits 1. CPU time is
-``time.process_time()``: the child's user + system time, all its threads included.
+Why one parent for both sides: a forked child inherits its parent's memory layout (where the
+interpreter, torch's libraries and the heap lie), and layout moves speed by a few percent. With
+one parent per side, as the gate first had, A/A runs of identical code came out at 0.97 in 10
+of 12 rounds, or at 1.03 in all 12: a bias fixed for the whole run, which no number of rounds
+averages out. Forked from one parent, the two sides differ only by what each child allocates
+itself, and that is randomized every round.
+
+Any failure is answered ``{"error": "...", "side": label}`` and the worker exits 1. CPU time is
+``time.process_time()``: the round process's user + system time, all its threads included.
+``sections_s`` holds the seconds (wall) each section of the tree's process-wide profiler gained
+during the timed calls: the trainer's phases for a case that trains. It is read from two
+snapshots taken just outside the timed window, so it costs the timing nothing.
 """
 
 from __future__ import annotations
@@ -27,13 +42,15 @@ import importlib
 import importlib.util
 import json
 import os
+import random
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-PRELOADED = ("numpy", "torch", "gymnasium")
 WARMUP_CALLS = 3
 
 
@@ -54,13 +71,53 @@ def time_calls(run: Any, calls: int) -> tuple[float, float]:
     return time.perf_counter() - wall0, time.process_time() - cpu0
 
 
-def reply(payload: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(payload) + "\n")
-    sys.stdout.flush()
+def send(stream: TextIO, payload: dict[str, Any]) -> None:
+    stream.write(json.dumps(payload) + "\n")
+    stream.flush()
 
 
-def setup_round(request: dict[str, Any], src: Path, registry_path: Path) -> dict[str, Any]:
-    """Import the tree's rlperf, set up and warm up the cases; returns them by name."""
+def randomize_layout() -> tuple[object, ...]:
+    """Allocate a random amount of memory before the tree is imported; returns it (keep it).
+
+    Every round process is forked from the same parent, so without this it would inherit the
+    same heap and place the tree's code, module dicts and the case's arrays at the same
+    addresses in every round. Layout moves speed by a few percent (alignment, cache sets): A/A
+    runs of identical code here measured 0.97 in 10 of 12 rounds, or 1.03 in all 12, a bias
+    the rounds cannot average out. With random padding each round draws a fresh layout, and the
+    bias becomes noise that the rounds do average out (as Stabilizer, Curtsinger & Berger 2013,
+    randomizes layout to make timing comparisons sound).
+    """
+    rng = random.Random()  # seeded from os.urandom: differs in every forked child
+    return (
+        bytearray(rng.randrange(1, 1 << 20)),  # the malloc heap: up to 1 MiB
+        [object() for _ in range(rng.randrange(1 << 14))],  # pymalloc's small-object pools
+        [bytes(rng.randrange(1, 256)) for _ in range(rng.randrange(1 << 12))],
+    )
+
+
+def section_clock() -> Callable[[], dict[str, int]] | None:
+    """The tree's process-wide profiler's ``snapshot_ns`` (section -> total ns so far), or
+    None on commits without one."""
+    try:
+        from rlperf.timing.sections import get_profiler
+    except ImportError:
+        return None
+    return getattr(get_profiler(), "snapshot_ns", None)
+
+
+def sections_between(before: dict[str, int], after: dict[str, int]) -> dict[str, float]:
+    """Seconds each section gained between two snapshots (sections that ran only)."""
+    return {
+        name: (total - before.get(name, 0)) / 1e9
+        for name, total in after.items()
+        if total > before.get(name, 0)
+    }
+
+
+def setup_round(
+    request: dict[str, Any], src: Path, registry_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Import the tree's rlperf, set up and warm up the cases; (cases by name, the reply)."""
     import rlperf
 
     origin = Path(rlperf.__file__).resolve()
@@ -82,63 +139,143 @@ def setup_round(request: dict[str, Any], src: Path, registry_path: Path) -> dict
             calls += 1
         prepared[case.name] = ready
         items[case.name] = [ready.items_per_call, ready.items_unit]
-    reply({"rlperf": str(origin), "items": items, "skipped": skipped})
-    return prepared
+    return prepared, {"rlperf": str(origin), "items": items, "skipped": skipped}
 
 
-def serve_round(first: dict[str, Any], src: Path, registry_path: Path) -> int:
-    """The child of one round: set up, then answer until ``end``."""
+def serve_round(
+    setup: dict[str, Any], registry_path: Path, requests: TextIO, replies: TextIO
+) -> int:
+    """A round process of one side: put its tree first on the path, randomize the layout, set
+    up, then answer its side's requests until ``end``."""
     try:
-        prepared = setup_round(first, src, registry_path)
-        while line := sys.stdin.readline():
+        src = Path(setup["src"])
+        sys.path.insert(0, str(src))
+        _padding = randomize_layout()  # held (not freed) while the tree is imported and timed
+        prepared, answer = setup_round(setup, src, registry_path)
+        send(replies, answer)
+        clock = section_clock()
+        while line := requests.readline():
             request = json.loads(line)
             op = request["op"]
             if op == "calibrate":
                 run, calls = prepared[request["case"]].run, 1
                 while time_calls(run, calls)[1] < request["sample_s"] and calls < 1_000_000:
                     calls *= 2
-                reply({"calls": calls})
+                send(replies, {"calls": calls})
             elif op == "measure":
+                before = clock() if clock is not None else {}
                 wall_s, cpu_s = time_calls(prepared[request["case"]].run, request["calls"])
-                reply({"wall_s": wall_s, "cpu_s": cpu_s})
+                answer = {"wall_s": wall_s, "cpu_s": cpu_s}
+                if clock is not None and (sections := sections_between(before, clock())):
+                    answer["sections_s"] = sections
+                send(replies, answer)
             elif op == "end":
-                reply({"ended": True})
+                send(replies, {"ended": True})
                 return 0
             else:
                 raise ValueError(f"unknown op {op!r}")
-        return 1  # the gate went away mid-round
+        return 1  # the parent went away mid-round
     except Exception as e:  # reported to the gate, which exits 2 naming the side and case
-        reply({"error": traceback.format_exception_only(type(e), e)[-1].strip()})
+        send(replies, {"error": traceback.format_exception_only(type(e), e)[-1].strip()})
         return 1
 
 
-def serve(src: Path, registry_path: Path) -> int:
-    """Preload, then fork one child per ``setup`` request; exit when stdin closes."""
-    sys.path.insert(0, str(src))
-    for name in PRELOADED:
+@dataclass
+class RoundProcess:
+    """A forked round process of one side and the pipes to it."""
+
+    pid: int
+    requests: TextIO  # parent -> child
+    replies: TextIO  # child -> parent
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        send(self.requests, request)
+        return self.receive()
+
+    def receive(self) -> dict[str, Any]:
+        line = self.replies.readline()
+        if line:
+            return json.loads(line)
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        return {"error": f"the round process died (wait status {status})"}
+
+    def close(self) -> None:
+        """Close the pipes and reap the process (it exits once its requests pipe closes)."""
+        self.requests.close()
+        self.replies.close()
+        if self.pid:
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
+def fork_round(
+    setup: dict[str, Any], registry_path: Path, siblings: list[RoundProcess]
+) -> RoundProcess:
+    """Fork the round process of one side, connected by two pipes."""
+    requests_in, requests_out = os.pipe()  # parent writes requests, child reads them
+    replies_in, replies_out = os.pipe()  # child writes replies, parent reads them
+    pid = os.fork()
+    if pid == 0:
+        os.close(requests_out)
+        os.close(replies_in)
+        for sibling in siblings:  # the other side's pipes are not this process's business
+            sibling.requests.close()
+            sibling.replies.close()
+        requests, replies = os.fdopen(requests_in), os.fdopen(replies_out, "w")
+        os._exit(serve_round(setup, registry_path, requests, replies))
+    os.close(requests_in)
+    os.close(replies_out)
+    return RoundProcess(pid, os.fdopen(requests_out, "w"), os.fdopen(replies_in))
+
+
+def serve(registry_path: Path, preload: list[str]) -> int:
+    """Preload; per ``setup`` fork both sides' round processes, relay until ``end``; exit 0
+    when stdin closes, 1 after any error (which is relayed first)."""
+    for name in preload:
         importlib.import_module(name)
-    while line := sys.stdin.readline():
-        request = json.loads(line)
-        if request.get("op") != "setup":
-            reply({"error": f"expected a setup request, got {request.get('op')!r}"})
-            return 1
-        pid = os.fork()
-        if pid == 0:
-            code = serve_round(request, src, registry_path)
-            sys.stdout.flush()
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            return 1
-    return 0
+    rounds: dict[str, RoundProcess] = {}
+    try:
+        while line := sys.stdin.readline():
+            request = json.loads(line)
+            op = request.get("op")
+            if op == "setup" and not rounds:
+                for label, src in request["sides"].items():
+                    setup = {**request, "src": src}
+                    rounds[label] = fork_round(setup, registry_path, list(rounds.values()))
+                answers = {label: process.receive() for label, process in rounds.items()}
+                failed = [label for label, answer in answers.items() if "error" in answer]
+                if failed:
+                    send(sys.stdout, {**answers[failed[0]], "side": failed[0]})
+                    return 1
+                send(sys.stdout, {"sides": answers})
+            elif op in ("calibrate", "measure") and request.get("side") in rounds:
+                answer = rounds[request["side"]].ask(request)
+                send(sys.stdout, {**answer, "side": request["side"]} if "error" in answer
+                     else answer)  # fmt: skip
+                if "error" in answer:
+                    return 1
+            elif op == "end" and rounds:
+                for process in rounds.values():
+                    process.ask(request)
+                    process.close()
+                rounds = {}
+                send(sys.stdout, {"ended": True})
+            else:
+                send(sys.stdout, {"error": f"unexpected request {request!r}"})
+                return 1
+        return 0
+    finally:
+        for process in rounds.values():
+            process.close()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--src", type=Path, required=True)
     parser.add_argument("--registry", type=Path, required=True)
+    parser.add_argument("--preload", default="", help="comma-separated modules to import once")
     args = parser.parse_args()
-    return serve(args.src, args.registry)
+    return serve(args.registry, [name for name in args.preload.split(",") if name])
 
 
 if __name__ == "__main__":

@@ -56,3 +56,29 @@ def checked_out(sha: str, repo: Path) -> Iterator[Path]:
                 git(["worktree", "remove", "--force", str(path)], repo)
             except GitError:
                 git(["worktree", "prune"], repo)  # directory already gone: drop the record
+
+
+def is_ancestor(older: str, newer: str, repo: Path) -> bool:
+    """Whether commit ``older`` is an ancestor of (or equal to) commit ``newer``."""
+    done = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", older, newer], cwd=repo, capture_output=True
+    )
+    if done.returncode not in (0, 1):
+        message = (done.stderr.decode().strip().splitlines() or [f"exit {done.returncode}"])[0]
+        raise GitError(f"git merge-base --is-ancestor: {message}")
+    return done.returncode == 0
+
+
+def first_parent_path(good: str, bad: str, repo: Path) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits after ``good`` up to ``bad`` along ``bad``'s first
+    parents, oldest first; GitError when ``good`` is not on that line."""
+    out = git(["log", "--first-parent", "--reverse", "--format=%H %s", f"{good}..{bad}"], repo)
+    commits = [(line[:40], line[41:]) for line in out.splitlines()]
+    if not commits or git(["rev-parse", f"{commits[0][0]}^"], repo) != good:
+        raise GitError(f"{good[:12]} is not on the first-parent history of {bad[:12]}")
+    return commits
+
+
+def subject(sha: str, repo: Path) -> str:
+    """The first line of the commit's message."""
+    return git(["log", "-1", "--format=%s", sha], repo)

@@ -1,0 +1,52 @@
+"""benchmarks/gate_experiment.py's summary, on made-up gate runs (nothing is timed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gate_experiment.py"
+
+
+def load_script():  # noqa: ANN201 - a script, not a package
+    spec = importlib.util.spec_from_file_location("gate_experiment_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(kind: str, index: int, code: int, wall_s: float, ratio: float) -> dict:
+    """One run of two cases; the first decided by ``code``, the second always ok."""
+    verdict = {"decision": {0: "ok", 1: "regression", 2: "undecided"}[code], "ratio": ratio}
+    ok = {"decision": "ok", "ratio": 1.0}
+    logs = [math.log(ratio) + d for d in (-0.02, 0.0, 0.02, 0.0, 0.02, -0.02)]
+    phase = {"name": "update/backward"} if kind == "planted" else None
+    return {
+        "kind": kind, "index": index, "exit": code, "exit_wall": code, "wall_s": wall_s,
+        "stdout": "",
+        "cases": {
+            "e2e_a": {"verdicts": {"cpu": verdict}, "rounds": 6, "round_log_ratios": logs,
+                      "moved_phase": phase},
+            "e2e_b": {"verdicts": {"cpu": ok}, "rounds": 6, "round_log_ratios": [0.0] * 6,
+                      "moved_phase": None},
+        },
+    }  # fmt: skip
+
+
+def test_summary_has_rates_durations_noise_and_phase() -> None:
+    script = load_script()
+    rows = [
+        row("A/A", 0, 0, 61.0, 1.00),
+        row("planted", 0, 1, 75.0, 1.05),
+        row("A/A", 1, 2, 300.0, 1.00),
+        row("planted", 1, 1, 90.0, 1.06),
+    ]
+    text = script.summarise(rows, 0.05)
+    assert "| cpu (gate default) | 0/2 | 1/2 | 2/2 | 0/2 | 0/2 |" in text
+    assert "A/A run durations (s): 61, 300" in text
+    assert "planted run durations (s): 75, 90" in text
+    assert "e2e_a: regression in 0/2 A/A and 2/2 planted runs" in text
+    assert "A/A round noise sd 0.030" in text  # 1.4826 x MAD of the +-0.02 rounds
+    assert "phase named in planted runs: update/backward (2/2)" in text
+    assert "e2e_b: regression in 0/2 A/A and 0/2 planted runs" in text
