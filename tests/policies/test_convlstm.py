@@ -4,15 +4,12 @@ training and exact resume through the Trainer, its stage sections, and its confi
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from rlperf.cli import main
 from rlperf.config import Config, ConfigError
 from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies.convlstm import (
@@ -29,7 +26,6 @@ from rlperf.timing.sections import Profiler, get_profiler
 
 DISCRETE = ActionSpec("discrete", (3,), 1)
 CATCH = (1, 10, 5)
-TIMING_FIELDS = {"sps", "sps_cumulative", "sections_s"}
 
 
 def spec(obs_shape=CATCH, action=DISCRETE) -> EnvSpec:
@@ -249,9 +245,6 @@ def config(iterations: int, **overrides) -> Config:
     return cfg.validate()
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in TIMING_FIELDS} for row in rows]
 
 
 def test_the_convlstm_trains_on_catch() -> None:
@@ -267,30 +260,8 @@ def test_the_convlstm_trains_on_catch() -> None:
     assert len(changed) == len(before), "every parameter was trained"
 
 
-@pytest.mark.parametrize("bptt_horizon", [0, 4], ids=["whole-rollout", "bptt-4"])
-def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path, bptt_horizon) -> None:
-    """As the LSTM's test: Ctrl-C after the iteration-2 checkpoint of a 4-iteration run, then
-    ``--resume``: the same losses, returns, parameters and recurrent state."""
-    overrides = {"run__checkpoint_every": 2, "ppo__bptt_horizon": bptt_horizon}
-    straight = Trainer(config(4, **overrides), profiler=Profiler())
-    straight.train(tmp_path / "straight")
-
-    interrupted = Trainer(config(4, **overrides), profiler=Profiler())
-
-    def stop_after_checkpoint(trainer: Trainer, row: dict) -> None:
-        if row["iteration"] == 2:
-            raise KeyboardInterrupt
-
-    interrupted.callbacks.append(stop_after_checkpoint)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.train(tmp_path / "resumed")
-    assert main(["train", "--resume", str(tmp_path / "resumed")]) == 0
-    assert metrics(tmp_path / "resumed") == metrics(tmp_path / "straight")
-    resumed = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
-    for name, value in straight.policy.state_dict().items():
-        assert torch.equal(resumed["policy"][name], value), name
-    for saved, state in zip(resumed["policy_state"], straight.state, strict=True):
-        assert torch.equal(saved, state)
+# Resume reproducing an uninterrupted run (whole rollout and BPTT 4) is tested with every
+# policy kind in tests/ppo/test_trainer_policies.py.
 
 
 def test_bf16_autocast_trains_with_finite_losses() -> None:
