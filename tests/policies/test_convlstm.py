@@ -4,7 +4,6 @@ training and exact resume through the Trainer, its stage sections, and its confi
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
