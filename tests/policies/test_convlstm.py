@@ -244,8 +244,6 @@ def config(iterations: int, **overrides) -> Config:
     return cfg.validate()
 
 
-
-
 def test_the_convlstm_trains_on_catch() -> None:
     trainer = Trainer(config(3, ppo__learning_rate=1e-3), profiler=Profiler())
     assert isinstance(trainer.policy, ConvLSTMActorCritic) and trainer.recurrent

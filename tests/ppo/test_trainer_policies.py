@@ -34,11 +34,19 @@ WORKLOADS = {
     },  # fmt: skip
     "cnn": {"policy__kind": "cnn", "env__env": "catch"},
     "lstm-images": {"policy__kind": "lstm", "env__env": "catch", "policy__cnn_channels": (8,)},
-    "convlstm": {"policy__kind": "convlstm", "env__env": "catch", "policy__convlstm_channels": 4,
-                 "policy__cnn_features": 16},  # fmt: skip
-    "convlstm-bptt": {"policy__kind": "convlstm", "env__env": "catch",
-                      "policy__convlstm_channels": 4, "policy__cnn_features": 16,
-                      "ppo__bptt_horizon": 4},  # fmt: skip
+    "convlstm": {
+        "policy__kind": "convlstm",
+        "env__env": "catch",
+        "policy__convlstm_channels": 4,
+        "policy__cnn_features": 16,
+    },  # fmt: skip
+    "convlstm-bptt": {
+        "policy__kind": "convlstm",
+        "env__env": "catch",
+        "policy__convlstm_channels": 4,
+        "policy__cnn_features": 16,
+        "ppo__bptt_horizon": 4,
+    },  # fmt: skip
     # 2 maps x 4 agents = 8 rows; supervised for iterations 1-2, PPO from iteration 3 on (the
     # resume test's checkpoint falls on the switch).
     "grid-teacher": {
