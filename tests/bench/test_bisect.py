@@ -9,7 +9,7 @@ import pytest
 from tiny_repo import BACKWARD, FAST, FIVE_PERCENT, SLOWER_BY_5_PERCENT, TinyRepo, git
 
 from rlperf.bench import commands
-from rlperf.bench.bisect import BisectError, Outcome, bisect, max_steps
+from rlperf.bench.bisection import BisectError, Outcome, bisect, max_steps
 from rlperf.bench.stats import OK, REGRESSION
 from rlperf.cli import main
 

@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rlperf.bench.bisect import BisectError, bisect
-from rlperf.bench.bisect import verdict_line as bisect_verdict_line
+from rlperf.bench.bisection import BisectError, bisect
+from rlperf.bench.bisection import verdict_line as bisect_verdict_line
 from rlperf.bench.gate import (
     EXIT_OK,
     EXIT_REGRESSION,
