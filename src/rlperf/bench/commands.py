@@ -116,8 +116,8 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold",
         type=float,
-        default=0.10,
-        help="slowdown that fails the gate, as a fraction (default: 0.10)",
+        default=Settings.threshold,
+        help=f"slowdown that fails the gate, as a fraction (default: {Settings.threshold})",
     )
     parser.add_argument(
         "--cases",
