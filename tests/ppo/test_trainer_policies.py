@@ -111,6 +111,7 @@ def test_each_workload_gets_its_sampler_and_update() -> None:
         "mlp": (PackedTableSampler, AnalyticUpdate),
         "lstm": (SegmentSampler, AutogradUpdate),
         "cnn": (RowSampler, AutogradUpdate),
+        "convlstm": (SegmentSampler, AutogradUpdate),
     }
     for workload, (sampler, update) in expected.items():
         trainer = Trainer(config(1, **WORKLOADS[workload]), profiler=Profiler())
@@ -119,13 +120,15 @@ def test_each_workload_gets_its_sampler_and_update() -> None:
     assert isinstance(trainer.update_impl, AutogradUpdate), "the analytic path is fp32 only"
 
 
-def test_images_stay_uint8_and_the_cnn_trains() -> None:
-    trainer = Trainer(config(6, **WORKLOADS["cnn"], ppo__learning_rate=1e-3), profiler=Profiler())
+@pytest.mark.parametrize("workload, iterations", [("cnn", 6), ("convlstm", 3)])
+def test_images_stay_uint8_and_the_image_policies_train(workload, iterations) -> None:
+    trainer = Trainer(config(iterations, **WORKLOADS[workload], ppo__learning_rate=1e-3),
+                      profiler=Profiler())  # fmt: skip
     assert trainer.buffer.obs.dtype == torch.uint8
     assert trainer.buffer.obs.shape == (NUM_STEPS, NUM_ENVS, 1, 10, 5)
     before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
     summary = trainer.train()
-    assert summary["global_step"] == 6 * BATCH and summary["episodes"] > 0
+    assert summary["global_step"] == iterations * BATCH and summary["episodes"] > 0
     assert all(np.isfinite(v) for v in summary["final_stats"].values())
     changed = [k for k, v in trainer.policy.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) == len(before), "every parameter was trained"
@@ -140,7 +143,7 @@ def test_env_options_reach_the_environment() -> None:
 
 
 def test_bf16_autocast_trains_with_finite_losses() -> None:
-    for workload in ("mlp", "lstm"):
+    for workload in ("mlp", "lstm", "convlstm"):
         trainer = Trainer(config(2, **WORKLOADS[workload], ppo__precision="bf16"))
         summary = trainer.train()
         assert all(np.isfinite(v) for v in summary["final_stats"].values()), workload
