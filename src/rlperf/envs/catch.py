@@ -22,6 +22,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlperf.envs.episodes import finished_infos
+from rlperf.envs.registry import int_option
 
 ON = 255
 
@@ -32,10 +33,9 @@ class CatchVec(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(self, num_envs: int, rows: int = 10, columns: int = 5) -> None:
-        for name, value, least in (("num_envs", num_envs, 1), ("rows", rows, 2),
-                                   ("columns", columns, 1)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        int_option("num_envs", num_envs, 1)
+        int_option("rows", rows, 2)
+        int_option("columns", columns, 1)
         self.num_envs, self.rows, self.columns = num_envs, rows, columns
         self.single_observation_space = spaces.Box(0, ON, (1, rows, columns), dtype=np.uint8)
         self.single_action_space = spaces.Discrete(3)

@@ -121,6 +121,20 @@ def check_options(name: str, factory: EnvFactory, options: dict[str, Any]) -> No
             raise EnvOptionError(f"env {name!r} has no option {key!r} (options: {listed})")
 
 
+def int_option(name: str, value: object, low: int, high: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]`` (``high`` None: no upper bound);
+    else the one-line ValueError a factory raises for a bad option (see :func:`make_vec`)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        span = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"{name} must be an integer {span}, got {value!r}")
+    return value
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

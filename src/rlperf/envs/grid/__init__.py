@@ -42,17 +42,10 @@ from rlperf.envs.grid.missions import (
     generate_maps,
 )
 from rlperf.envs.grid.teacher import GridTeacher
+from rlperf.envs.registry import int_option
 
 MIN_MAP_SIZE, MAX_MAP_SIZE = 10, 64
 MAX_OBS_RADIUS = 15
-
-
-def _int(name: str, value: object, low: int, high: int | None = None) -> int:
-    bad = isinstance(value, bool) or not isinstance(value, int)
-    if bad or value < low or (high is not None and value > high):
-        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be an integer {span}, got {value!r}")
-    return value
 
 
 def make_grid(
@@ -76,15 +69,15 @@ def make_grid(
     Raises:
         ValueError: one line, before any map is built.
     """
-    _int("num_maps", num_maps, 1)
+    int_option("num_maps", num_maps, 1)
     if not isinstance(mission, str) or mission not in MISSIONS:
         raise ValueError(f"unknown mission {mission!r}: choose one of {', '.join(MISSIONS)}")
     base = MISSIONS[mission]
-    size = base.map_size if map_size is None else _int("map_size", map_size, MIN_MAP_SIZE,
+    size = base.map_size if map_size is None else int_option("map_size", map_size, MIN_MAP_SIZE,
                                                         MAX_MAP_SIZE)  # fmt: skip
-    agents = base.num_agents if num_agents is None else _int("num_agents", num_agents, 1)
-    steps = base.max_steps if max_steps is None else _int("max_steps", max_steps, 1)
-    _int("obs_radius", obs_radius, 1, MAX_OBS_RADIUS)
+    agents = base.num_agents if num_agents is None else int_option("num_agents", num_agents, 1)
+    steps = base.max_steps if max_steps is None else int_option("max_steps", max_steps, 1)
+    int_option("obs_radius", obs_radius, 1, MAX_OBS_RADIUS)
     check_fits(size, agents, base.num_extractors)
     chosen = replace(base, map_size=size, num_agents=agents, max_steps=steps)
     return GridVec(num_maps, chosen, obs_radius=obs_radius)

@@ -28,6 +28,7 @@ and plain mover, the tests' oracles), ``env`` (the vector env). ``python -m rlpe
 
 from __future__ import annotations
 
+from rlperf.envs.registry import int_option
 from rlperf.envs.robots.env import GOAL_REWARD, OBS_MODES, ON, STEP_COST, RobotsVec
 from rlperf.envs.robots.puzzles import plan_generation
 from rlperf.envs.robots.render import ROBOT_COLOURS
@@ -37,18 +38,6 @@ MAX_IMAGE_SIZE = 256
 MAX_DEPTH = 64  # a hard ceiling; the bounded search refuses most depths well below it
 MIN_CELL_PIXELS = 4  # image_size >= 4 * board_size: room for a grid line, walls and a robot
 STEPS_PER_DEPTH = 4  # default max_steps = STEPS_PER_DEPTH * max_depth
-
-
-def _int(name: str, value: object, low: int, high: int | None = None) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < low
-        or (high is not None and value > high)
-    ):
-        span = f">= {low}" if high is None else f"in {low}..{high}"
-        raise ValueError(f"{name} must be an integer {span}, got {value!r}")
-    return value
 
 
 def make_robots(
@@ -75,16 +64,16 @@ def make_robots(
     Raises:
         ValueError: one line, before any environment is built.
     """
-    _int("num_envs", num_envs, 1)
+    int_option("num_envs", num_envs, 1)
     if obs_mode not in OBS_MODES:
         raise ValueError(f"obs_mode must be one of {', '.join(OBS_MODES)}, got {obs_mode!r}")
-    b = _int("board_size", board_size, *BOARD_SIZES)
-    _int("num_robots", num_robots, 1, min(len(ROBOT_COLOURS), b * b - 1))
-    _int("image_size", image_size, MIN_CELL_PIXELS * b, MAX_IMAGE_SIZE)
-    _int("max_depth", max_depth, 1, MAX_DEPTH)
+    b = int_option("board_size", board_size, *BOARD_SIZES)
+    int_option("num_robots", num_robots, 1, min(len(ROBOT_COLOURS), b * b - 1))
+    int_option("image_size", image_size, MIN_CELL_PIXELS * b, MAX_IMAGE_SIZE)
+    int_option("max_depth", max_depth, 1, MAX_DEPTH)
     if max_steps is None:
         max_steps = STEPS_PER_DEPTH * max_depth
-    _int("max_steps", max_steps, 1)
+    int_option("max_steps", max_steps, 1)
     batch_boards = plan_generation(board_size, num_robots, max_depth)
     return RobotsVec(
         num_envs,
