@@ -91,8 +91,7 @@ class Step:
             f'{self.sha[:12]} "{self.subject}": {self.decision.upper()} {case.name} '
             f"{format_verdict(case.verdicts[self.metric])}"
         )
-        phase = case.moved_phase()
-        return text if phase is None else f"{text}; {phase.describe()}"
+        return _with_phase(text, case)
 
     def summary(self) -> str:
         """``1a2b3c4d5e6f "subject": case 1.31x slower; phase``: what the commit did."""
@@ -101,8 +100,13 @@ class Step:
             f'{self.sha[:12]} "{self.subject}": {case.name} '
             f"{case.verdicts[self.metric].ratio:.2f}x slower"
         )
-        phase = case.moved_phase()
-        return text if phase is None else f"{text}; {phase.describe()}"
+        return _with_phase(text, case)
+
+
+def _with_phase(text: str, case: CaseResult) -> str:
+    """``text``, then the phase that moved most in ``case`` when the sections tell one."""
+    phase = case.moved_phase()
+    return text if phase is None else f"{text}; {phase.describe()}"
 
 
 @dataclass
