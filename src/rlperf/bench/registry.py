@@ -170,13 +170,14 @@ def _kind_act(kind: str, num_envs: int) -> Prepared:
 
 def _lstm_evaluate(num_steps: int, num_envs: int, backward: bool, kind: str = "lstm") -> Prepared:
     """A recurrent policy over a (T, B) sequence, as one update minibatch sees it."""
+    import numpy as np
     import torch
 
     if kind != "lstm":
         _requires_env(POLICY_WORKLOADS[kind][0])
     policy, spec, _, _ = _kind_policy(kind, num_envs)
     gen = torch.Generator().manual_seed(SEED)
-    if spec.obs_dtype == torch.uint8 or str(spec.obs_dtype) == "uint8":
+    if np.dtype(spec.obs_dtype) == np.uint8:
         obs = torch.randint(0, 256, (num_steps, num_envs, *spec.obs_shape), generator=gen,
                             dtype=torch.uint8)  # fmt: skip
     else:

@@ -227,6 +227,7 @@ class Trainer:
         # the teacher, summed on the device during the rollout and read in logging.
         self.teacher_calls = {SUPERVISED: 0, PPO: 0}
         self._agree = torch.zeros((), device=self.device)
+        self.rollout_lead = 0.0  # the teacher lead of the last rollout (logged)
         self.timer = (
             RolloutTimer(self.prof, cfg.run.summary_every) if cfg.run.summary_every else None
         )
@@ -277,7 +278,7 @@ class Trainer:
         mask_t = buf.masks[0] if has_mask else None
         state = self.state
         supervised = self.phase == SUPERVISED
-        lead = self.teacher_lead_now()
+        lead = self.rollout_lead = self.teacher_lead_now()
         with torch.inference_mode():
             for t in range(buf.num_steps):
                 if recurrent:
@@ -522,9 +523,7 @@ class Trainer:
         if phase == SUPERVISED:
             steps = self.buffer.num_steps * self.rows
             row["teacher_agreement"] = float(self._agree) / steps
-            row["teacher_lead"] = self.cfg.teacher.teacher_lead * max(
-                0.0, 1.0 - (self.global_step - steps) / self.cfg.teacher.supervised_steps
-            )
+            row["teacher_lead"] = self.rollout_lead
             self._agree.zero_()
         return row
 
