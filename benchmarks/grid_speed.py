@@ -15,6 +15,9 @@ Every round, in alternating order (so a machine whose speed drifts affects them 
   observation; its share of the env step is paired round by round.
 - **new maps**: ``env.reset()``, every map drawn again (walls, extractors, distance fields,
   agents) and the first observation built.
+- **env step without the goal plane** (``--goal-plane-cost``): the same steps on an env made
+  with ``goal_plane=False`` (eight planes, the observation before the ``GOAL`` plane), paired
+  round by round with the default env: what the plane costs.
 
 Reported: median [min - max] over the rounds. One process; numpy's elementwise work is single
 threaded and BLAS is held to one thread; ``--cpu N`` also pins the process to core N. On a
@@ -90,6 +93,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cpu", type=int, default=None, help="pin to this core")
     ap.add_argument("--clock", choices=list(CLOCKS), default="wall")
+    ap.add_argument("--goal-plane-cost", action="store_true",
+                    help="also time an env without the GOAL plane, paired")  # fmt: skip
     args = ap.parse_args()
     clock = CLOCKS[args.clock]
     if args.cpu is not None:
@@ -103,7 +108,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     actions = rng.integers(0, 5, (steps, env.num_envs))
     time_env(env, actions[: min(steps, 20)], clock)  # warm-up: allocator, caches
-    results: dict[str, list[float]] = {"step": [], "teacher": [], "reset": []}
+    results: dict[str, list[float]] = {"step": [], "teacher": [], "reset": [], "no_goal": []}
     parts: dict[str, list[float]] = {s: [] for s in SECTIONS}
 
     def run_step() -> None:
@@ -123,6 +128,15 @@ def main() -> None:
         results["reset"].append(clock() - start)
 
     order = [run_step, run_teacher, run_reset]
+    if args.goal_plane_cost:
+        plain = make_vec("grid", args.rows // agents, seed=0, mission=args.mission,
+                         goal_plane=False)  # fmt: skip
+
+        def run_step_without_goal() -> None:
+            plain.reset(seed=1)
+            results["no_goal"].append(time_env(plain, actions, clock)[0])
+
+        order.insert(1, run_step_without_goal)
     for r in range(args.rounds):
         for fn in order if r % 2 == 0 else order[::-1]:
             fn()
@@ -142,6 +156,11 @@ def main() -> None:
     for s in SECTIONS:
         label = "new maps (amortised)" if s == "reset" else s
         print(f"  {label:<26} {spread([v * 1e6 for v in parts[s]], ',.0f'):>26} us")
+    if args.goal_plane_cost:
+        plain_us = [v * 1e6 for v in results["no_goal"]]
+        ratio = [a / b for a, b in zip(results["step"], results["no_goal"], strict=True)]
+        print(f"{'env step, no goal plane':<28} {spread(plain_us, ',.0f'):>26} us   "
+              f"with / without: {spread(ratio, '.3f')}, paired")  # fmt: skip
     print(f"{'teacher call':<28} {spread(teacher_us, ',.0f'):>26} us   "
           f"{spread(share, '.1f')} % of env step, paired")  # fmt: skip
     print(f"{'reset: all maps new':<28} {spread(reset_ms, ',.1f'):>26} ms   "

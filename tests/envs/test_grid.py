@@ -10,9 +10,13 @@ from rlperf.envs import EnvOptionError, make_vec
 from rlperf.envs.grid import (
     AGENTS,
     COL,
+    GOAL,
+    GOAL_AT_AGENT,
+    GOAL_PER_MOVE,
     INVENTORY,
     MISSIONS,
     MOVES,
+    NOOP,
     NUM_CHANNELS,
     ON,
     ROW,
@@ -153,15 +157,20 @@ def test_agents_never_overlap_and_never_leave_free_cells() -> None:
             assert not any(env.walls[m][c] for c in cells)
 
 
-@pytest.mark.parametrize("radius", [1, 3, 5])
-def test_windows_match_reference_crop(radius: int) -> None:
-    env = make_grid(3, mission=SMALL, num_agents=12, obs_radius=radius, max_steps=25)
+@pytest.mark.parametrize(("radius", "goal_plane"), [(1, True), (3, True), (5, True), (3, False)])
+def test_windows_match_reference_crop(radius: int, goal_plane: bool) -> None:
+    env = make_grid(
+        3, mission=SMALL, num_agents=12, obs_radius=radius, max_steps=25, goal_plane=goal_plane
+    )
     obs, _ = env.reset(seed=radius)
+    assert obs.shape[1] == (NUM_CHANNELS if goal_plane else GOAL)
     rng = np.random.default_rng(radius)
     for t in range(30):  # includes a new map at step 25
         state = env.get_state()
         for row in range(env.num_envs):
-            want = reference_window(state, row, env.num_agents, radius, env.capacity)
+            want = reference_window(
+                state, row, env.num_agents, radius, env.capacity, goal_plane=goal_plane
+            )
             np.testing.assert_array_equal(obs[row], want, err_msg=f"row {row} t={t}")
         assert (obs[:, AGENTS, radius, radius] == 0).all()
         obs, *_ = env.step(mixed_actions(env, obs, rng))
@@ -185,6 +194,33 @@ def test_teacher_matches_plain_bfs_teacher(mission: str) -> None:
         np.testing.assert_array_equal(actions, want, err_msg=f"t={t}")
         random = rng.integers(0, 5, env.num_envs)
         obs, *_ = env.step(np.where(rng.random(env.num_envs) < 0.3, random, actions))
+
+
+def test_teacher_action_is_readable_from_the_goal_plane() -> None:
+    """Every decision of the teacher is in the student's own observation: the first of up,
+    down, left, right whose GOAL value is one move below the agent's, no-op without a goal."""
+    # Many agents on few extractors: some find none ready and carry nothing (no goal).
+    env = make_grid(4, mission=SMALL, num_agents=12)
+    obs, _ = env.reset(seed=5)
+    teacher, rng = GridTeacher(env), np.random.default_rng(5)
+    r = env.obs_radius
+    neighbours = [(r - 1, r), (r + 1, r), (r, r - 1), (r, r + 1)]  # up, down, left, right
+    seen_goal = seen_none = 0
+    for _ in range(80):
+        actions = teacher(obs)
+        goal = obs[:, GOAL].astype(np.int64)
+        has_goal = goal[:, r, r] == GOAL_AT_AGENT
+        assert ((goal[:, r, r] == 0) | has_goal).all()
+        closer = np.stack(
+            [goal[:, y, x] == GOAL_AT_AGENT - GOAL_PER_MOVE for y, x in neighbours], axis=1
+        )
+        from_plane = np.where(closer.any(1), closer.argmax(1) + 1, NOOP)
+        from_plane[~has_goal] = NOOP
+        np.testing.assert_array_equal(actions, from_plane)
+        seen_goal, seen_none = seen_goal + has_goal.sum(), seen_none + (~has_goal).sum()
+        random = rng.integers(0, 5, env.num_envs)
+        obs, *_ = env.step(np.where(rng.random(env.num_envs) < 0.2, random, actions))
+    assert seen_goal > 0 and seen_none > 0
 
 
 def test_teacher_never_walks_into_a_wall_and_beats_random() -> None:
@@ -274,6 +310,7 @@ def test_truncation_starts_a_new_map_same_step() -> None:
         ({"obs_radius": 0}, ["obs_radius", "in 1..15"]),
         ({"obs_radius": 16}, ["obs_radius"]),
         ({"max_steps": 0}, ["max_steps"]),
+        ({"goal_plane": "yes"}, ["goal_plane", "true or false"]),
     ],
 )
 def test_bad_options_are_one_line_errors(options: dict, words: list[str]) -> None:

@@ -4,8 +4,8 @@ Agents walk a walled map, take resources from extractors (which then rest a few 
 deposit them at the hub for reward. Every map and every agent is stepped in numpy at once, and
 the agents are the vector env's rows. Modules: ``missions`` (named missions, random maps),
 ``distances`` (BFS distance fields), ``env`` (the vector env, its rules and observation),
-``teacher`` (the vectorised scripted teacher) and ``reference`` (plain per-agent loops the
-tests compare with).
+``goals`` (each agent's goal), ``teacher`` (the vectorised scripted teacher) and ``reference``
+(plain per-agent loops the tests compare with).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from rlperf.envs.grid.env import (
     COL,
     COOLING,
     DOWN,
+    GOAL,
+    GOAL_AT_AGENT,
+    GOAL_PER_MOVE,
     HUB,
     INVENTORY,
     LEFT,
@@ -55,6 +58,7 @@ def make_grid(
     map_size: int | None = None,
     obs_radius: int = 5,
     max_steps: int | None = None,
+    goal_plane: bool = True,
 ) -> GridVec:
     """The ``grid`` environment factory (its keyword arguments are the ``--env-option``s).
 
@@ -65,6 +69,8 @@ def make_grid(
         map_size: cells per side, border included, in ``[10, 64]`` (default: the mission's).
         obs_radius: the observation window is ``2 * obs_radius + 1`` cells wide, ``[1, 15]``.
         max_steps: steps per episode (default: the mission's).
+        goal_plane: add the ``GOAL`` observation plane, the distance field of the agent's
+            goal (the teacher's information; ``env.py``).
 
     Raises:
         ValueError: one line, before any map is built.
@@ -78,9 +84,11 @@ def make_grid(
     agents = base.num_agents if num_agents is None else int_option("num_agents", num_agents, 1)
     steps = base.max_steps if max_steps is None else int_option("max_steps", max_steps, 1)
     int_option("obs_radius", obs_radius, 1, MAX_OBS_RADIUS)
+    if not isinstance(goal_plane, bool):
+        raise ValueError(f"goal_plane must be true or false, got {goal_plane!r}")
     check_fits(size, agents, base.num_extractors)
     chosen = replace(base, map_size=size, num_agents=agents, max_steps=steps)
-    return GridVec(num_maps, chosen, obs_radius=obs_radius)
+    return GridVec(num_maps, chosen, obs_radius=obs_radius, goal_plane=goal_plane)
 
 
 __all__ = [
@@ -90,6 +98,9 @@ __all__ = [
     "COOLING",
     "DEFAULT_MISSION",
     "DOWN",
+    "GOAL",
+    "GOAL_AT_AGENT",
+    "GOAL_PER_MOVE",
     "HUB",
     "INVENTORY",
     "LEFT",

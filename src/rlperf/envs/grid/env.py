@@ -37,10 +37,24 @@ channel     name         values
 5           INVENTORY    constant plane: ``inventory * inventory_step``
 6           ROW          constant plane: ``row * position_step`` (the agent's map row)
 7           COL          constant plane: ``col * position_step``
+8           GOAL         the distance field of the agent's goal (``goals.py``: the nearest
+                         ready extractor while the inventory has room, else the hub), relative
+                         to the agent: ``128 + 16 (d(cell) - d(agent))`` clipped to
+                         ``[1, 254]`` (exact within 7 moves of the agent's distance), 255 where
+                         no path leads to the goal (walls, other extractors, outside); 0
+                         everywhere when the agent has no goal. Only with ``goal_plane``.
 ==========  ===========  ====================================================================
 
 ``inventory_step = 255 // capacity`` and ``position_step = 255 // (map_size - 1)`` (attributes),
 so the planes span ``[0, 255]`` and divide back exactly.
+
+Why the ``GOAL`` plane: the scripted teacher plans with the whole map (distance fields, every
+extractor's readiness), which an 11x11 window does not show; a student imitating it from the
+first eight planes alone agreed with it on 68-70% of actions (``docs/grid.md``). The plane
+gives the student the teacher's information in the window, as a navigation field: the agent's
+next move is a neighbour at 112. One move is 16 levels, not 1, because networks read the planes
+scaled to [0, 1]: neighbours 1/255 apart were slow to tell apart in training.
+``goal_plane=False`` keeps the eight planes.
 
 Layout for speed: one ``uint8`` code grid per map, padded by ``r`` wall cells on each side,
 holds the category of every cell (``EMPTY`` .. ``AGENT_CODE`` below); a move reads one code per
@@ -63,7 +77,8 @@ from gymnasium.vector.utils import batch_space
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rlperf.envs.episodes import finished_infos
-from rlperf.envs.grid.distances import distance_fields
+from rlperf.envs.grid.distances import UNREACHABLE, distance_fields
+from rlperf.envs.grid.goals import nearest_goals
 from rlperf.envs.grid.missions import Mission, generate_maps
 from rlperf.timing import profile
 from rlperf.timing.names import ENV_MOVE, ENV_OBSERVE, ENV_RESET
@@ -75,10 +90,12 @@ NOOP, UP, DOWN, LEFT, RIGHT = range(5)
 NUM_ACTIONS = 5
 MOVES = np.array([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)], np.int64)  # (drow, dcol) by action
 
-WALLS, READY, COOLING, HUB, AGENTS, INVENTORY, ROW, COL = range(8)
-NUM_CHANNELS = 8
-CHANNEL_NAMES = ("walls", "ready", "cooling", "hub", "agents", "inventory", "row", "col")
+WALLS, READY, COOLING, HUB, AGENTS, INVENTORY, ROW, COL, GOAL = range(9)
+NUM_CHANNELS = 9  # with the goal plane; GOAL without it
+CHANNEL_NAMES = ("walls", "ready", "cooling", "hub", "agents", "inventory", "row", "col", "goal")
 ON = 255
+GOAL_AT_AGENT = 128  # the GOAL plane's value at the agent's own cell (when it has a goal)
+GOAL_PER_MOVE = 16  # GOAL plane levels per move of distance
 
 # Cell codes of the padded grid: channel c < INVENTORY is ``code == c + 1``.
 EMPTY, WALL_CODE, READY_CODE, COOLING_CODE, HUB_CODE, AGENT_CODE = range(6)
@@ -107,7 +124,9 @@ class GridVec(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
-    def __init__(self, num_maps: int, mission: Mission, obs_radius: int = 5) -> None:
+    def __init__(
+        self, num_maps: int, mission: Mission, obs_radius: int = 5, goal_plane: bool = True
+    ) -> None:
         size, agents, num_ext = mission.map_size, mission.num_agents, mission.num_extractors
         rows = num_maps * agents
         self.mission = mission
@@ -118,8 +137,10 @@ class GridVec(VectorEnv):
         self.inventory_step = ON // mission.capacity
         self.position_step = ON // (size - 1)
         side = 2 * obs_radius + 1
+        self.goal_plane = goal_plane
+        self.num_channels = NUM_CHANNELS if goal_plane else GOAL
         self.single_observation_space = spaces.Box(
-            0, ON, (NUM_CHANNELS, side, side), dtype=np.uint8
+            0, ON, (self.num_channels, side, side), dtype=np.uint8
         )
         self.single_action_space = spaces.Discrete(NUM_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, rows)
@@ -153,7 +174,13 @@ class GridVec(VectorEnv):
         self._claims = np.full(self._code_flat.size, rows, np.int64)  # scratch: best priority
         self._cell_step = MOVES[:, 0] * padded + MOVES[:, 1]
         self._map_of_row = np.repeat(np.arange(num_maps), agents)
-        self._planes = np.empty((NUM_CHANNELS, rows, side, side), np.uint8)
+        self._planes = np.empty((self.num_channels, rows, side, side), np.uint8)
+        self._map_cell = self._map_of_row * size * size  # a map's first cell in ``dist``
+        # The distance fields padded like the code grid, source-major, so a goal's window is one
+        # gather of contiguous rows (built only with the goal plane).
+        dist_shape = (num_maps, num_ext + 1, padded, padded) if goal_plane else (0, 0, side, side)
+        self._dist_padded = np.full(dist_shape, UNREACHABLE, np.uint8)
+        self._dist_windows = sliding_window_view(self._dist_padded, (side, side), axis=(2, 3))
 
     # -- building maps ---------------------------------------------------------------------
     def _rows_of(self, maps: np.ndarray) -> np.ndarray:
@@ -200,6 +227,10 @@ class GridVec(VectorEnv):
         )
         self._cell[rows] = cell
         self._code_flat[cell] = AGENT_CODE
+        if self.goal_plane:
+            self._dist_padded[maps, :, r : r + size, r : r + size] = self.dist[maps].transpose(
+                0, 3, 1, 2
+            )
 
     # -- the dynamics ----------------------------------------------------------------------
     def _move(self, actions: np.ndarray) -> np.ndarray:
@@ -253,7 +284,27 @@ class GridVec(VectorEnv):
         ]
         planes[ROW] = (y * self.position_step).astype(np.uint8)[:, None, None]
         planes[COL] = (x * self.position_step).astype(np.uint8)[:, None, None]
+        if self.goal_plane:
+            self._goal_plane(sel, y, x, planes[GOAL])
         return planes.transpose(1, 0, 2, 3).copy()
+
+    def _goal_plane(self, sel: Any, y: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+        """Write the ``GOAL`` plane (module docstring) of rows ``sel`` into ``out`` (n, H, W)."""
+        maps = self._map_of_row[sel]
+        goals = nearest_goals(
+            self.dist, self.ready, self._map_cell[sel] + y * self.map_size + x,
+            self.inventory[sel], self.capacity,
+        )  # fmt: skip
+        window = self._dist_windows[maps, goals.source, y, x]
+        # int16: 16 (d(cell) - d(agent)) spans [-4064, 4064] before clipping.
+        relative = window.astype(np.int16)
+        relative -= goals.distance[:, None, None]
+        relative *= GOAL_PER_MOVE
+        relative += GOAL_AT_AGENT
+        np.clip(relative, 1, ON - 1, out=relative)
+        relative[window == UNREACHABLE] = ON
+        relative[~goals.has_goal] = 0
+        out[...] = relative
 
     def make_teacher(self) -> GridTeacher:
         """The scripted teacher for this env (``teacher.py``), as the trainer asks for it."""

@@ -17,6 +17,9 @@ from rlperf.envs.grid.env import (
     AGENTS,
     COL,
     COOLING,
+    GOAL,
+    GOAL_AT_AGENT,
+    GOAL_PER_MOVE,
     HUB,
     INVENTORY,
     MOVES,
@@ -80,9 +83,15 @@ def reference_step(
 
 
 def reference_window(
-    state: dict[str, Any], row: int, num_agents: int, radius: int, capacity: int
+    state: dict[str, Any],
+    row: int,
+    num_agents: int,
+    radius: int,
+    capacity: int,
+    goal_plane: bool = True,
 ) -> np.ndarray:
-    """The ``(NUM_CHANNELS, 2r + 1, 2r + 1)`` observation of agent row ``row``, cell by cell."""
+    """The ``(NUM_CHANNELS, 2r + 1, 2r + 1)`` observation of agent row ``row``, cell by cell
+    (``GOAL`` channels fewer without ``goal_plane``)."""
     m = row // num_agents
     walls = state["walls"][m]
     size = walls.shape[0]
@@ -94,7 +103,8 @@ def reference_window(
         if i != row
     }
     side = 2 * radius + 1
-    obs = np.zeros((NUM_CHANNELS, side, side), np.uint8)
+    obs = np.zeros((NUM_CHANNELS if goal_plane else GOAL, side, side), np.uint8)
+    to_goal = reference_goal(state, row, num_agents, capacity) if goal_plane else None
     for i in range(side):
         for j in range(side):
             cell = (y0 - radius + i, x0 - radius + j)
@@ -107,6 +117,12 @@ def reference_window(
                 obs[HUB, i, j] = ON
             elif cell in others:
                 obs[AGENTS, i, j] = ON
+            if to_goal is None:
+                continue
+            inside = 0 <= cell[0] < size and 0 <= cell[1] < size
+            d = int(to_goal[cell]) if inside else UNREACHABLE
+            relative = GOAL_AT_AGENT + GOAL_PER_MOVE * (d - int(to_goal[y0, x0]))
+            obs[GOAL, i, j] = ON if d == UNREACHABLE else min(max(relative, 1), ON - 1)
     obs[INVENTORY] = int(state["inventory"][row]) * (ON // capacity)
     obs[ROW] = y0 * (ON // (size - 1))
     obs[COL] = x0 * (ON // (size - 1))
@@ -129,42 +145,53 @@ def reference_distances(passable: np.ndarray, source: tuple[int, int]) -> np.nda
     return np.array(dist, np.int64)
 
 
-def reference_teacher(state: dict[str, Any], num_agents: int, capacity: int) -> np.ndarray:
-    """The teacher's action for every agent row, with a fresh BFS per agent.
+def reference_goal(
+    state: dict[str, Any], row: int, num_agents: int, capacity: int
+) -> np.ndarray | None:
+    """The ``(P, P)`` distance field into agent row ``row``'s goal (``goals.py``), from a plain
+    BFS; None when it has no goal.
 
     From the agent: a BFS gives the moves to every cell, so an extractor is ``1 +`` the nearest
     of its free neighbours; the nearest ready one (lowest index on ties) while the inventory has
-    room, else the hub if it carries anything. Then a BFS from that target picks the first of
-    up, down, left, right that gets one move closer.
+    room, else the hub if it carries anything (and can reach it).
     """
+    m = row // num_agents
+    walls = state["walls"][m]
+    hub = (int(state["hub"][m][0]), int(state["hub"][m][1]))
+    extractors = [(int(y), int(x)) for y, x in state["extractors"][m]]
+    passable = ~walls.copy()
+    for cell in [*extractors, hub]:
+        passable[cell] = False
+    here = (int(state["agent_row"][row]), int(state["agent_col"][row]))
+    inv = int(state["inventory"][row])
+    from_agent = reference_distances(passable, here)
+    goal, best = None, UNREACHABLE
+    if inv < capacity:
+        for k, (y, x) in enumerate(extractors):
+            if state["cooldown_left"][m][k] != 0:
+                continue
+            near = min(int(from_agent[y + dy, x + dx]) for dy, dx in MOVES[1:])
+            if near != UNREACHABLE and near + 1 < best:
+                goal, best = (y, x), near + 1
+    if goal is None and inv > 0:
+        goal = hub
+    if goal is None:
+        return None
+    to_goal = reference_distances(passable, goal)
+    return None if to_goal[here] == UNREACHABLE else to_goal
+
+
+def reference_teacher(state: dict[str, Any], num_agents: int, capacity: int) -> np.ndarray:
+    """The teacher's action for every agent row, with fresh BFSs per agent: the first of up,
+    down, left, right that gets one move closer to :func:`reference_goal`'s goal."""
     actions = np.full(len(state["agent_row"]), NOOP, np.int64)
-    for m, walls in enumerate(state["walls"]):
-        hub = (int(state["hub"][m][0]), int(state["hub"][m][1]))
-        extractors = [(int(y), int(x)) for y, x in state["extractors"][m]]
-        passable = ~walls.copy()
-        for cell in [*extractors, hub]:
-            passable[cell] = False
-        for row in range(m * num_agents, (m + 1) * num_agents):
-            here = (int(state["agent_row"][row]), int(state["agent_col"][row]))
-            inv = int(state["inventory"][row])
-            from_agent = reference_distances(passable, here)
-            goal, best = None, UNREACHABLE
-            if inv < capacity:
-                for k, (y, x) in enumerate(extractors):
-                    if state["cooldown_left"][m][k] != 0:
-                        continue
-                    near = min(int(from_agent[y + dy, x + dx]) for dy, dx in MOVES[1:])
-                    if near != UNREACHABLE and near + 1 < best:
-                        goal, best = (y, x), near + 1
-            if goal is None and inv > 0:
-                goal = hub
-            if goal is None:
-                continue
-            to_goal = reference_distances(passable, goal)
-            if to_goal[here] == UNREACHABLE:
-                continue
-            for action, (dy, dx) in enumerate(MOVES[1:], start=1):
-                if to_goal[here[0] + dy, here[1] + dx] == to_goal[here] - 1:
-                    actions[row] = action
-                    break
+    for row in range(len(actions)):
+        to_goal = reference_goal(state, row, num_agents, capacity)
+        if to_goal is None:
+            continue
+        here = (int(state["agent_row"][row]), int(state["agent_col"][row]))
+        for action, (dy, dx) in enumerate(MOVES[1:], start=1):
+            if to_goal[here[0] + dy, here[1] + dx] == to_goal[here] - 1:
+                actions[row] = action
+                break
     return actions
