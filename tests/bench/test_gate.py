@@ -14,7 +14,8 @@ from tiny_repo import FIVE_PERCENT, SLOWER_BY_5_PERCENT, TinyRepo
 from tiny_repo import git as tiny_git
 
 import rlperf
-from rlperf.bench.gate import Settings, Side, Worker, run_rounds
+from rlperf.bench.gate import Settings, Side, Worker, exit_code, run_rounds
+from rlperf.bench.stats import fewest_rounds_to_flag
 from rlperf.bench.worktree import checked_out
 from rlperf.cli import main
 
@@ -282,3 +283,47 @@ def test_unchanged_code_is_not_called_slower(tiny_repo: TinyRepo) -> None:
     verdict = res.verdicts["cpu"]
     assert verdict.decision != "regression", verdict
     assert 0.95 < verdict.ratio < 1.05
+
+
+# -- several cases: one family -----------------------------------------------------------------
+class ScriptedWorker:
+    """Stands in for :class:`Worker`: answers every request at once, the head of ``slow`` cases
+    10% slower in every sample and every other case exactly as fast as the base."""
+
+    def __init__(self, slow: set[str]) -> None:
+        self.slow = slow
+        self.sides: dict = {}
+        self.setup_answers: dict = {}
+
+    def ask(self, request: dict) -> dict:
+        op = request["op"]
+        if op == "setup":
+            side = {"items": {c: [1, "env_steps"] for c in request["cases"]}, "skipped": {}}
+            return {"sides": {"base": side, "head": side}}
+        if op == "calibrate":
+            return {"calls": 1}
+        if op == "measure":
+            seconds = 1.1 if request["side"] == "head" and request["case"] in self.slow else 1.0
+            return {"wall_s": seconds, "cpu_s": seconds}
+        return {"ended": True}
+
+
+@pytest.mark.parametrize("num_cases", [1, 5])
+def test_the_gates_rounds_decide_the_cases_as_one_family(num_cases: int) -> None:
+    """run_rounds, as ``rlperf gate`` runs it: a case slower in every round is flagged after the
+    rounds Holm asks for among all the cases (alpha / 5 for the first of five: 9 rounds at the
+    default horizon of 25, not 7), although the unchanged ones were decided ok and stopped
+    after 6."""
+    cases = ["slow"] + [f"same{i}" for i in range(num_cases - 1)]
+    side = Side("base", "base", "", Path("."))
+    settings = Settings()
+    results = run_rounds(side, replace(side, label="head"), cases, settings, lambda _: None,
+                         ScriptedWorker({"slow"}))  # fmt: skip
+    verdicts = {r.name: r.verdicts["cpu"] for r in results}
+    flagged_at = fewest_rounds_to_flag(num_cases, settings.confidence, settings.min_rounds,
+                                       settings.max_rounds)  # fmt: skip
+    assert flagged_at == {1: 7, 5: 9}[num_cases]
+    assert verdicts["slow"].decision == "regression" and verdicts["slow"].rounds == flagged_at
+    for name in cases[1:]:
+        assert verdicts[name].decision == "ok" and verdicts[name].rounds == settings.min_rounds
+    assert exit_code(results, "cpu") == 1

@@ -50,3 +50,21 @@ def test_summary_has_rates_durations_noise_and_phase() -> None:
     assert "A/A round noise sd 0.030" in text  # 1.4826 x MAD of the +-0.02 rounds
     assert "phase named in planted runs: update/backward (2/2)" in text
     assert "e2e_b: regression in 0/2 A/A and 0/2 planted runs" in text
+
+
+def test_rates_are_family_wise_over_the_cases() -> None:
+    """An A/A run in which only the second case was flagged is a false alarm of the run (exit 1);
+    a planted run that flagged one case of two is a catch, but not one that flagged every case."""
+    script = load_script()
+    false_alarm = row("A/A", 0, 0, 61.0, 1.00)
+    false_alarm["exit"] = false_alarm["exit_wall"] = 1
+    false_alarm["cases"]["e2e_b"]["verdicts"]["cpu"] = {"decision": "regression", "ratio": 1.03}
+    both = row("planted", 0, 1, 320.0, 1.05)
+    both["cases"]["e2e_b"]["verdicts"]["cpu"] = {"decision": "regression", "ratio": 1.05}
+    rows = [false_alarm, both, row("A/A", 1, 0, 70.0, 1.00), row("planted", 1, 1, 80.0, 1.05)]
+    text = script.summarise(rows, 0.05)
+    assert text.startswith("2 cases, family-wise: a run counts as a false alarm")
+    assert "| cpu (gate default) | 1/2 | 0/2 | 2/2 | 0/2 | 0/2 |" in text
+    assert "e2e_b: regression in 1/2 A/A and 1/2 planted runs" in text
+    assert "planted runs that flagged every case: 1/2" in text
+    assert "runs over 5 minutes: 1/4" in text

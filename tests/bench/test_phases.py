@@ -103,3 +103,27 @@ def test_from_json_keeps_sections_and_names_the_phase(
     out = capsys.readouterr().out
     assert "phase that moved most: update/backward 1.31x slower (30% of the time)" in out
     assert "REGRESSION beyond 5% in e2e (update/backward 1.31x slower" in out
+
+
+def test_the_verdict_names_the_phase_of_every_regressed_case(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Several e2e cases, as in the default set: each regressed case is named with its own
+    phase, decided as one family (Holm), and the unchanged case is not named."""
+    same = [{"base": [sample(1.0, BASE)] * 3, "head": [sample(1.0, BASE)] * 3}] * 12
+    slow_rollout = {**BASE, "rollout": BASE["rollout"] * 1.2}
+    data = {"cases": [
+        {"name": "e2e_a", "calls_per_sample": 1, "rounds": rounds_of(BASE, head_with(1.31), 12)},
+        {"name": "e2e_b", "calls_per_sample": 1, "rounds": rounds_of(BASE, slow_rollout, 12)},
+        {"name": "e2e_c", "calls_per_sample": 1, "rounds": same},
+    ]}  # fmt: skip
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps(data))
+    assert main(["gate", "--from-json", str(path), "--threshold", "0.05"]) == 1
+    out = capsys.readouterr().out
+    assert "over 3 cases (Holm)" in out
+    verdict = out.strip().splitlines()[-1]
+    assert verdict == (
+        "gate: REGRESSION beyond 5% in e2e_a (update/backward 1.31x slower (30% of the time)), "
+        "e2e_b (rollout 1.20x slower (50% of the time)) (exit 1)"
+    )

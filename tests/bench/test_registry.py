@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 import torch
 
+import rlperf.config
+import rlperf.policies.registry
+from rlperf.bench.commands import DEFAULT_CASES, split_cases
 from rlperf.bench.registry import (
     COMPONENTS,
     Case,
@@ -118,3 +121,47 @@ def test_e2e_cases_train_more_steps_on_every_call():
         first = prepared.run()["global_step"]
         second = prepared.run()["global_step"]
         assert second - first == prepared.items_per_call, name
+
+
+# -- the gate's default case set ---------------------------------------------------------------
+def test_the_gate_default_set_trains_every_workload_once() -> None:
+    """One e2e case per workload rlperf trains, each a registry case; what each one trains is read
+    off its trainer (env, policy, teacher), not off its name. Catch is the one env left out: a
+    toy for the CNN policy, which the grid case trains."""
+    names = split_cases(DEFAULT_CASES)
+    cases = select(names)
+    assert [c.name for c in cases] == names  # full names, each once
+    workloads = set()
+    for case in cases:
+        ready = case.setup()
+        trainer = inspect.getclosurevars(ready.run).nonlocals["trainer"]
+        cfg = trainer.cfg
+        workloads.add((cfg.env.env, cfg.env.options.get("observe"), cfg.policy.kind,
+                       trainer.phase if trainer.teacher is not None else None))  # fmt: skip
+        # A call trains whole iterations, so items_per_call is what it trained.
+        assert ready.items_per_call % trainer.batch_size == 0, case.name
+    assert workloads == {
+        ("cartpole", None, "mlp", None),
+        ("cartpole", "position", "lstm", None),
+        ("petri", None, "mlp", None),
+        ("robots", None, "convlstm", None),
+        ("grid", None, "cnn", "supervised"),
+    }
+    assert {env for env, *_ in workloads} == set(registered()) - {"catch"}
+
+
+def test_a_default_case_skips_on_commits_without_its_policy_or_preset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The robots env landed before the ConvLSTM policy, the grid env before its preset: on
+    those commits the gate (and bisect) must skip the case, not fail on it."""
+    by_component = {c.component + c.params.get("kind", ""): c
+                    for c in select(split_cases(DEFAULT_CASES))}  # fmt: skip
+    names = [n for n in rlperf.policies.registry.policy_names() if n != "convlstm"]
+    monkeypatch.setattr(rlperf.policies.registry, "policy_names", lambda: names)
+    presets = {k: v for k, v in rlperf.config.PRESETS.items() if k != "grid"}
+    monkeypatch.setattr(rlperf.config, "PRESETS", presets)
+    with pytest.raises(CaseSkipped, match="no convlstm policy in this commit"):
+        by_component["e2e_trainconvlstm"].setup()
+    with pytest.raises(CaseSkipped, match="no grid preset in this commit"):
+        by_component["grid_e2e"].setup()

@@ -10,6 +10,8 @@ from fractions import Fraction
 
 import pytest
 
+from rlperf.bench.commands import DEFAULT_CASES, split_cases
+from rlperf.bench.gate import Settings
 from rlperf.bench.stats import (
     OK,
     REGRESSION,
@@ -199,23 +201,23 @@ def test_exact_family_false_alarm_rate_is_at_most_alpha(num_cases: int, horizon:
     assert (rate > 0.0) == (fewest_rounds_to_flag(num_cases, 0.95, 6, horizon) is not None)
 
 
-def run_sequential(rng: random.Random, num_cases: int, rule: str) -> bool:
+def run_sequential(rng: random.Random, num_cases: int, rule: str, horizon: int = 20) -> bool:
     """One synthetic gate run of ``num_cases`` unchanged cases (round noise sd 0.03, and a
-    neighbour's 5x burst in about one round in ten), threshold 2%, rounds 6..20 taken one at a
-    time, each case stopped once decided, as the gate does; True if any case was called a
+    neighbour's 5x burst in about one round in ten), threshold 2%, rounds 6..horizon taken one
+    at a time, each case stopped once decided, as the gate does; True if any case was called a
     regression. ``rule``: "gate" (:func:`decide_family`) or "naive" (each case alone, the
     fixed-n test read at every look: the rule without the sequential and Holm corrections).
     """
     rounds: dict[str, list[float]] = {f"case{i}": [] for i in range(num_cases)}
     pending = sorted(rounds)
-    for n in range(1, 21):
+    for n in range(1, horizon + 1):
         for case in pending:
             burst = rng.random() < 0.1
             rounds[case].append(rng.gauss(0.0, 0.03 * (5.0 if burst else 1.0)))
         if n < 6:
             continue
         if rule == "gate":
-            verdicts = decide_family(rounds, 0.02, 0.95, 6, 20)
+            verdicts = decide_family(rounds, 0.02, 0.95, 6, horizon)
         else:
             verdicts = {c: decide(rounds[c], 0.02, 0.95, first_look=n, horizon=n) for c in rounds}
         if any(v.decision == REGRESSION for v in verdicts.values()):
@@ -224,13 +226,38 @@ def run_sequential(rng: random.Random, num_cases: int, rule: str) -> bool:
     return False
 
 
-def test_family_wise_false_alarms_stay_below_the_level_in_simulated_gate_runs() -> None:
-    """1,000 synthetic gate runs of 4 unchanged cases: the share with any false alarm stays
+# 4 cases over 20 rounds (docs/benchmarks.md), and the gate's default case set at its default
+# horizon (the five workloads over 30 rounds).
+@pytest.mark.parametrize(
+    ("num_cases", "horizon", "runs"),
+    [(4, 20, 1000), (len(split_cases(DEFAULT_CASES)), Settings().max_rounds, 1000)],
+)
+def test_family_wise_false_alarms_stay_below_the_level_in_simulated_gate_runs(
+    num_cases: int, horizon: int, runs: int
+) -> None:
+    """Seeded synthetic gate runs of unchanged cases: the share with any false alarm stays
     <= alpha (2.5%); the rule without the corrections exceeds it (so the simulation can tell)."""
-    alpha, runs = false_alarm_level(0.95), 1000
+    alpha = false_alarm_level(0.95)
     rng = random.Random(12345)
-    gate = sum(run_sequential(rng, 4, "gate") for _ in range(runs)) / runs
+    gate = sum(run_sequential(rng, num_cases, "gate", horizon) for _ in range(runs)) / runs
     rng = random.Random(12345)
-    naive = sum(run_sequential(rng, 4, "naive") for _ in range(runs)) / runs
+    naive = sum(run_sequential(rng, num_cases, "naive", horizon) for _ in range(runs)) / runs
     assert gate <= alpha
     assert naive > 2 * alpha
+
+
+def test_the_default_case_set_holds_the_family_wise_rate_and_can_flag() -> None:
+    """The default cases at the default settings: the exact family-wise false-alarm rate (every
+    case unchanged, run to max_rounds) is at most alpha, and a case slower in every round is
+    flagged well before max_rounds despite Holm's alpha / (number of cases)."""
+    settings, num_cases = Settings(), len(split_cases(DEFAULT_CASES))
+    assert num_cases >= 5
+    rate = family_false_alarm_rate(
+        num_cases, settings.confidence, settings.min_rounds, settings.max_rounds
+    )
+    assert 0.0 < rate <= false_alarm_level(settings.confidence)
+    settings.check_family(num_cases)  # GateError if max_rounds could never flag one
+    first = fewest_rounds_to_flag(
+        num_cases, settings.confidence, settings.min_rounds, settings.max_rounds
+    )
+    assert first is not None and first <= settings.max_rounds // 2

@@ -34,9 +34,14 @@ from rlperf.bench.history import HistoryError, build, results_dir_from_conf
 from rlperf.bench.registry import UnknownCaseError, select
 from rlperf.bench.worktree import GitError, checked_out, repo_root, resolve_commit
 
-# CartPole's MLP end to end: the case the gate's false-alarm and catch rates were measured on
-# (docs/benchmarks.md). The other workloads' e2e cases are selected with --cases e2e_train.
-DEFAULT_CASES = "e2e_train[num_envs=64,env_steps=4096,threads=1]"
+# One e2e case per workload rlperf trains, each shrunk to a ~0.12 s sample (docs/benchmarks.md).
+DEFAULT_CASES = ",".join((
+    "e2e_train[num_envs=64,env_steps=4096,threads=1]",
+    "e2e_train[num_envs=16,env_steps=512,threads=1,kind=lstm]",
+    "petri_e2e[num_envs=96,env_steps=3072,threads=1]",
+    "e2e_train[num_envs=4,env_steps=16,threads=1,kind=convlstm,num_steps=4,num_minibatches=1]",
+    "grid_e2e[num_maps=1,env_steps=256,threads=1,phase=supervised,num_steps=16]",
+))  # fmt: skip
 EXIT_INTERRUPTED = 130  # as rlperf train
 
 
@@ -122,7 +127,9 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cases",
         default=DEFAULT_CASES,
-        help=f"comma-separated case names or components (default: {DEFAULT_CASES})",
+        help="comma-separated case names or components (default: one end-to-end training case "
+        "per workload: CartPole MLP, LSTM, Petri net, robots ConvLSTM, grid with the teacher; "
+        "names in docs/benchmarks.md, and printed when the gate starts)",
     )
     parser.add_argument(
         "--metric", choices=METRICS, default="cpu", help="time the decision uses (default: cpu)"

@@ -137,6 +137,7 @@ def _kind_policy(
 
     env_name, options = workload or POLICY_WORKLOADS[kind]
     _requires_env(env_name)
+    _requires_policy(kind)
     vec = make_vec(env_name, num_envs, seed=SEED, **options)
     obs, infos = vec.reset(seed=SEED)
     spec = EnvSpec.from_env(vec, infos)
@@ -412,6 +413,7 @@ def _trainer_config(num_envs: int, threads: int, kind: str = "mlp") -> Any:
             raise CaseSkipped(f"policy {kind!r}: this commit trains the MLP only")
         env_name, options = POLICY_WORKLOADS[kind]
         _requires_env(env_name)
+        _requires_policy(kind)
         cfg.policy.kind, cfg.env.env, cfg.env.options = kind, env_name, dict(options)
     return cfg
 
@@ -427,8 +429,22 @@ def _update_epoch(num_envs: int, threads: int, kind: str = "mlp") -> Prepared:
     return Prepared(trainer.update, cfg.ppo.num_steps * num_envs, "samples")
 
 
-def _e2e_train(num_envs: int, env_steps: int, threads: int, kind: str = "mlp") -> Prepared:
-    return _continued_training(_trainer_config(num_envs, threads, kind), env_steps)
+def _e2e_train(
+    num_envs: int,
+    env_steps: int,
+    threads: int,
+    kind: str = "mlp",
+    num_steps: int | None = None,
+    num_minibatches: int | None = None,
+) -> Prepared:
+    """Continued training of a policy kind on its workload; ``num_steps`` (steps per env per
+    rollout) and ``num_minibatches`` override the config's, to shrink an iteration."""
+    cfg = _trainer_config(num_envs, threads, kind)
+    if num_steps is not None:
+        cfg.ppo.num_steps = num_steps
+    if num_minibatches is not None:
+        cfg.ppo.num_minibatches = num_minibatches
+    return _continued_training(cfg, env_steps)
 
 
 def _continued_training(cfg: Any, env_steps: int) -> Prepared:
@@ -513,6 +529,15 @@ def _requires_env(name: str) -> None:
         raise CaseSkipped(f"no {name} environment in this commit")
 
 
+def _requires_policy(kind: str) -> None:
+    """CaseSkipped on commits without policy ``kind`` (the robots env landed before the
+    ConvLSTM: there the kind would fail the trainer, not skip)."""
+    from rlperf.policies.registry import policy_names
+
+    if kind not in policy_names():
+        raise CaseSkipped(f"no {kind} policy in this commit")
+
+
 def _robots_vec(num_envs: int, obs_mode: str) -> Any:
     _requires_env("robots")
     from rlperf.envs import make_vec
@@ -594,9 +619,12 @@ def _teacher_call(num_maps: int) -> Prepared:
 def _grid_config(num_maps: int, threads: int, phase: str) -> Any:
     """The grid preset on ``num_maps`` maps, all supervised or all PPO."""
     _requires_env("grid")
-    from rlperf.config import preset
+    from rlperf.config import ConfigError, preset
 
-    cfg = preset("grid")
+    try:
+        cfg = preset("grid")
+    except ConfigError as e:  # the grid env landed two commits before its preset
+        raise CaseSkipped(f"no grid preset in this commit ({e})") from e
     cfg.env.num_envs = num_maps
     cfg.run.seed, cfg.run.threads, cfg.run.progress = SEED, threads, False
     cfg.ppo.anneal_lr = False
@@ -618,11 +646,16 @@ def _grid_update_epoch(num_maps: int, threads: int, phase: str) -> Prepared:
     return Prepared(lambda: trainer.update(supervised), trainer.batch_size, "samples")
 
 
-def _grid_e2e(num_maps: int, env_steps: int, threads: int, phase: str) -> Prepared:
-    """``_e2e_train`` of the grid preset in one phase (supervised: the teacher every step)."""
+def _grid_e2e(
+    num_maps: int, env_steps: int, threads: int, phase: str, num_steps: int | None = None
+) -> Prepared:
+    """``_e2e_train`` of the grid preset in one phase (supervised: the teacher every step);
+    ``num_steps`` (steps per agent per rollout) overrides the preset's, to shrink an iteration."""
     from rlperf.ppo.trainer import Trainer
 
     cfg = _grid_config(num_maps, threads, phase)
+    if num_steps is not None:
+        cfg.ppo.num_steps = num_steps
     cfg.run.warmup_iters = 0
     trainer = Trainer(cfg)
 
@@ -682,6 +715,7 @@ def all_cases() -> list[Case]:
     params = {"num_envs": 64, "env_steps": 4096, "threads": 1}
     cases.append(Case("petri_e2e", params, _petri_e2e))
     cases += _workload_cases()
+    cases += _gate_cases()
     return cases
 
 
@@ -709,6 +743,39 @@ def _workload_cases() -> list[Case]:
         cases.append(Case("grid_update_epoch", params, _grid_update_epoch))
         cases.append(Case("grid_e2e", {**params, "env_steps": 8192}, _grid_e2e))
     return cases
+
+
+def _gate_cases() -> list[Case]:
+    """The LSTM, Petri, ConvLSTM and grid workloads end to end, shrunk for ``rlperf gate``'s
+    default set (with CartPole's MLP case, ``e2e_train[num_envs=64,env_steps=4096,threads=1]``).
+
+    Every round the gate warms each case up (at least 3 calls and 0.2 s of CPU, each side) and
+    times it 12 times (6 pairs), for up to 30 rounds; a sample is at least 0.1 s of CPU, calls
+    being doubled until it is. So a call is sized at ~0.06 s (two make a 0.13 s sample, three or
+    four a 0.2 s warm-up) or, where one iteration cannot be that small, ~0.13 s: clear of 0.1 s,
+    where the calibration would double a sample or not by chance. Times are CPU seconds on this
+    2-core box, one thread; docs/benchmarks.md has the budget.
+    """
+    # Position-only CartPole: one iteration of 16 envs x 32 steps, ~0.064 s.
+    lstm = {"num_envs": 16, "env_steps": 512, "threads": 1, "kind": "lstm"}
+    # The jobshop net, masked MLP: one iteration of 96 envs x 32 steps, ~0.063 s.
+    petri = {"num_envs": 96, "env_steps": 3072, "threads": 1}
+    # 64x64 RGB boards: one iteration of 4 envs x 4 steps, 4 epochs of BPTT over one minibatch
+    # of the 4 envs (as wide as a minibatch of the full 16 x 32 run), ~0.125 s; the update is
+    # 86% of it (93% at 16 x 32). Short rollouts, not fewer envs: BPTT costs mostly per step
+    # (4 envs x 8 steps in 4 minibatches take 0.43 s).
+    convlstm = {"num_envs": 4, "env_steps": 16, "threads": 1, "kind": "convlstm",
+                "num_steps": 4, "num_minibatches": 1}  # fmt: skip
+    # One map of 16 agents x 16 steps, ~0.07 s, supervised: the teacher runs every step. The
+    # PPO phase runs no code that this phase and the other default cases do not. (At 32 steps a
+    # call took 0.099-0.134 s, on the 0.1 s edge.)
+    grid = {"num_maps": 1, "env_steps": 256, "threads": 1, "phase": "supervised", "num_steps": 16}
+    return [
+        Case("e2e_train", lstm, _e2e_train),
+        Case("petri_e2e", petri, _petri_e2e),
+        Case("e2e_train", convlstm, _e2e_train),
+        Case("grid_e2e", grid, _grid_e2e),
+    ]
 
 
 COMPONENTS = (
