@@ -97,6 +97,20 @@ ON = 255
 GOAL_AT_AGENT = 128  # the GOAL plane's value at the agent's own cell (when it has a goal)
 GOAL_PER_MOVE = 16  # GOAL plane levels per move of distance
 
+
+def _goal_table() -> np.ndarray:
+    """``GOAL`` value by ``agent_distance * 256 + cell_distance``, flat ``(65536,)`` uint8; the
+    agent-distance row ``_NO_GOAL`` (never a real distance with a goal) is all 0."""
+    agent, cell = np.arange(256)[:, None], np.arange(256)[None, :]
+    table = np.clip(GOAL_AT_AGENT + GOAL_PER_MOVE * (cell - agent), 1, ON - 1).astype(np.uint8)
+    table[:, UNREACHABLE] = ON
+    table[_NO_GOAL] = 0
+    return table.reshape(-1)
+
+
+_NO_GOAL = UNREACHABLE  # a goal is only chosen when the agent can reach it
+_GOAL_TABLE = _goal_table()
+
 # Cell codes of the padded grid: channel c < INVENTORY is ``code == c + 1``.
 EMPTY, WALL_CODE, READY_CODE, COOLING_CODE, HUB_CODE, AGENT_CODE = range(6)
 
@@ -290,21 +304,17 @@ class GridVec(VectorEnv):
 
     def _goal_plane(self, sel: Any, y: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
         """Write the ``GOAL`` plane (module docstring) of rows ``sel`` into ``out`` (n, H, W)."""
-        maps = self._map_of_row[sel]
         goals = nearest_goals(
             self.dist, self.ready, self._map_cell[sel] + y * self.map_size + x,
             self.inventory[sel], self.capacity,
         )  # fmt: skip
-        window = self._dist_windows[maps, goals.source, y, x]
-        # int16: 16 (d(cell) - d(agent)) spans [-4064, 4064] before clipping.
-        relative = window.astype(np.int16)
-        relative -= goals.distance[:, None, None]
-        relative *= GOAL_PER_MOVE
-        relative += GOAL_AT_AGENT
-        np.clip(relative, 1, ON - 1, out=relative)
-        relative[window == UNREACHABLE] = ON
-        relative[~goals.has_goal] = 0
-        out[...] = relative
+        window = self._dist_windows[self._map_of_row[sel], goals.source, y, x]
+        # One table lookup per cell, index (agent's distance, cell's distance): clipping, the
+        # unreachable cells and the rows without a goal in one pass (a third of the time of
+        # the same in int16 arithmetic and masks).
+        agent = np.where(goals.has_goal, goals.distance, _NO_GOAL).astype(np.uint16) << 8
+        index = np.add(window, agent[:, None, None], dtype=np.uint16)
+        np.take(_GOAL_TABLE, index, out=out, mode="clip")
 
     def make_teacher(self) -> GridTeacher:
         """The scripted teacher for this env (``teacher.py``), as the trainer asks for it."""
