@@ -29,6 +29,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+CONVLSTM_HEADS = ("pool", "flatten")  # what the ConvLSTM's projection reads (policies/convlstm.py)
 
 
 def parse_option_value(text: str) -> Any:
@@ -78,11 +79,16 @@ class PolicyConfig:
     lstm_hidden_size: int = _f(64, "LSTM state size (lstm)")
     cnn_channels: tuple[int, ...] = _f((32, 64, 64), "conv channels per layer (cnn, image lstm)")
     cnn_features: int = _f(
-        256, "width of the linear layer after the convolutions (convlstm: after global pooling)"
+        256, "width of the linear layer after the convolutions (convlstm: after its head)"
     )
     convlstm_channels: int = _f(32, "ConvLSTM channels: encoder output, each layer's h and c")
     convlstm_layers: int = _f(2, "stacked ConvLSTM layers D (DRC: 3)")
     convlstm_ticks: int = _f(1, "ConvLSTM ticks N: passes through the D layers per step (DRC: 3)")
+    convlstm_head: str = _f(
+        "pool",
+        "ConvLSTM head: pool (mean and max over the grid, the guide's) or flatten (the grid "
+        "kept: learns the robots board)",
+    )
     convlstm_sections: bool = _f(
         True, "time the ConvLSTM's stages as sections under policy_forward and update/loss"
     )
@@ -240,6 +246,11 @@ class Config:
         if not self.policy.cnn_channels or any(c <= 0 for c in self.policy.cnn_channels):
             raise ConfigError(
                 f"cnn_channels must be positive, got {list(self.policy.cnn_channels)}"
+            )
+        if self.policy.convlstm_head not in CONVLSTM_HEADS:
+            raise ConfigError(
+                f"convlstm_head must be one of {', '.join(CONVLSTM_HEADS)}, "
+                f"got {self.policy.convlstm_head!r}"
             )
         if self.ppo.precision not in PRECISIONS:
             raise ConfigError(

@@ -30,10 +30,10 @@ def spec(obs_shape=CATCH, action=DISCRETE) -> EnvSpec:
     return EnvSpec(5, obs_shape, np.dtype(np.uint8), action)
 
 
-def policy(env_spec: EnvSpec, channels=4, layers=2, ticks=2, features=16, seed=0):
+def policy(env_spec: EnvSpec, channels=4, layers=2, ticks=2, features=16, seed=0, head="pool"):
     """A small policy in float64 with non-zero biases (every gate and path exercised)."""
     torch.manual_seed(seed)
-    net = ConvLSTMActorCritic(env_spec, channels, layers, ticks, features).double()
+    net = ConvLSTMActorCritic(env_spec, channels, layers, ticks, features, head=head).double()
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -145,21 +145,31 @@ def test_evaluate_over_a_sequence_equals_stepping_act(obs_shape, action) -> None
 
 
 @pytest.mark.parametrize(
-    "obs_shape, layers, ticks, t_len, batch, p_done",
+    "obs_shape, layers, ticks, t_len, batch, p_done, head",
     [
-        (CATCH, 1, 1, 1, 1, 0.0),
-        (CATCH, 2, 2, 6, 3, 0.3),
-        ((3, 32, 32), 2, 1, 5, 2, 1.0),
-        ((2, 8, 8), 3, 3, 4, 3, 0.2),
-        ((3, 20, 36), 1, 2, 3, 2, 0.5),  # stride 2, unread remainder rows and columns
+        (CATCH, 1, 1, 1, 1, 0.0, "pool"),
+        (CATCH, 2, 2, 6, 3, 0.3, "pool"),
+        ((3, 32, 32), 2, 1, 5, 2, 1.0, "pool"),
+        ((2, 8, 8), 3, 3, 4, 3, 0.2, "pool"),
+        ((3, 20, 36), 1, 2, 3, 2, 0.5, "pool"),  # stride 2, unread remainder rows and columns
+        (CATCH, 2, 2, 6, 3, 0.3, "flatten"),
+        ((3, 64, 64), 2, 1, 4, 2, 0.4, "flatten"),  # the robots board's geometry
     ],
-    ids=["catch-1x1", "catch-2x2", "rgb-always-reset", "planes-drc-3x3", "remainder"],
+    ids=[
+        "catch-1x1",
+        "catch-2x2",
+        "rgb-always-reset",
+        "planes-drc-3x3",
+        "remainder",
+        "flatten-catch",
+        "flatten-rgb-64",
+    ],  # fmt: skip
 )
 def test_outputs_and_gradients_match_the_eager_reference(
-    obs_shape, layers, ticks, t_len, batch, p_done
+    obs_shape, layers, ticks, t_len, batch, p_done, head
 ) -> None:
     env_spec = spec(obs_shape)
-    fast = policy(env_spec, layers=layers, ticks=ticks)
+    fast = policy(env_spec, layers=layers, ticks=ticks, head=head)
     reference = reference_from(fast)
     obs, dones, state0 = random_inputs(env_spec, fast, t_len, batch, p_done)
     actions = torch.randint(0, 3, (t_len, batch))
@@ -255,25 +265,33 @@ def test_the_trainer_builds_the_convlstm_for_images() -> None:
 
 
 # -- sections -----------------------------------------------------------------------------------
-def sections_of_a_run(on: bool) -> set[str]:
+def sections_of_a_run(on: bool, head: str = "pool") -> set[str]:
     """Section paths recorded by a 1-iteration run in the trainer's own profiler (the stages
     go there, not to the process-wide one)."""
     prof = Profiler()
     get_profiler().reset()
     Trainer(config(1, policy__convlstm_sections=on, policy__convlstm_layers=2,
-                   policy__convlstm_ticks=2), profiler=prof).train()  # fmt: skip
+                   policy__convlstm_ticks=2, policy__convlstm_head=head),
+            profiler=prof).train()  # fmt: skip
     assert not list(get_profiler().stats()), "nothing leaked into the process-wide profiler"
     return set(prof.totals_s())
 
 
-def test_stage_sections_nest_under_policy_forward_and_loss_when_on() -> None:
-    recorded = sections_of_a_run(on=True)
+@pytest.mark.parametrize(
+    "head, stage, absent",
+    [("pool", names.CONVLSTM_GLOBAL_POOL, names.CONVLSTM_FLATTEN),
+     ("flatten", names.CONVLSTM_FLATTEN, names.CONVLSTM_GLOBAL_POOL)],
+)  # fmt: skip
+def test_stage_sections_nest_under_policy_forward_and_loss_when_on(head, stage, absent) -> None:
+    recorded = sections_of_a_run(on=True, head=head)
     for parent in (names.path(names.ROLLOUT, names.POLICY_FORWARD),
                    names.path(names.UPDATE, names.LOSS)):  # fmt: skip
         base = names.path(parent, names.CONVLSTM)
         assert base in recorded
         for child in names.CONVLSTM_CHILDREN:
-            assert names.path(base, child) in recorded, (parent, child)
+            if child != absent:
+                assert names.path(base, child) in recorded, (parent, child)
+        assert names.path(base, stage) in recorded and names.path(base, absent) not in recorded
         inject = names.path(base, names.CONVLSTM_LAYERS, names.CONVLSTM_POOL_INJECT)
         assert inject in recorded
 
@@ -304,3 +322,13 @@ def test_non_positive_sizes_are_config_errors(field: str, value: int) -> None:
     with pytest.raises(ConfigError, match=f"{field} must be positive, got {value}") as err:
         cfg.validate()
     assert "\n" not in str(err.value)
+
+
+def test_an_unknown_head_is_a_one_line_error() -> None:
+    cfg = Config()
+    cfg.policy.convlstm_head = "flat"
+    with pytest.raises(ConfigError, match="convlstm_head must be one of pool, flatten") as err:
+        cfg.validate()
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="ConvLSTM head must be one of pool, flatten"):
+        ConvLSTMActorCritic(spec(), head="flat")

@@ -14,8 +14,16 @@ The network, for one environment step (``ch`` channels, ``D`` layers, ``N`` tick
                        previous tick (DRC's top-down connection)
       pool_and_inject  pool_l: mean and max of h_l over the grid (B, 2 ch), projected to ch
                        (linear, no bias) and broadcast over the grid
-    global pool        mean and max over the grid of [top h, encoded input]: (B, 4 ch)
-    projection         linear (4 ch -> features) + ReLU, then the actor and critic heads
+    head               "pool" (default): mean and max over the grid of [top h, encoded
+                       input], (B, 4 ch); "flatten": top h + encoded input, flattened,
+                       (B, ch gh gw), as learned-planner's ``skip_final`` output
+    projection         linear (-> features) + ReLU, then the actor and critic heads
+
+The two heads: ``pool`` is the pipeline of the guide our users bring (its stage
+"global pooling"); it keeps no position, so the network has to say *where* through channels
+that a max picks up. ``flatten`` keeps the grid: on the 8x8 robots board (a robot's slide
+depends on where the walls are) the pooled head stayed at or below the random policy's solve
+rate in the runs of docs/robots.md, where the flattened one learned.
 
 Encoder stride, the rule (:func:`encoder_stride`): ``s = min(H, W) // 8`` when
 ``min(H, W) > 16``, else ``s = 1`` (the first conv is then 1x1). A 64x64 RGB board with 8-pixel
@@ -86,6 +94,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
+from rlperf.config import CONVLSTM_HEADS
 from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State, orthogonal_
@@ -135,7 +144,8 @@ def _traced_no_section(name: str) -> AbstractContextManager[object]:
 class ConvLSTMActorCritic(ActorCritic):
     """Args: spec (image observations); ``channels`` (ch); ``layers`` (D); ``ticks`` (N);
     ``features``: width of the projection; ``sections``: time the stages (module docstring);
-    ``channels_last``: run the convolutions in NHWC (slower here; module docstring)."""
+    ``channels_last``: run the convolutions in NHWC (slower here; module docstring); ``head``:
+    ``"pool"`` or ``"flatten"`` (module docstring)."""
 
     recurrent = True
 
@@ -148,11 +158,17 @@ class ConvLSTMActorCritic(ActorCritic):
         features: int = 256,
         sections: bool = True,
         channels_last: bool = False,
+        head: str = "pool",
     ) -> None:
         super().__init__(spec)
         for name, value in (("channels", channels), ("layers", layers), ("ticks", ticks)):
             if value < 1:
                 raise ValueError(f"ConvLSTM {name} must be positive, got {value}")
+        if head not in CONVLSTM_HEADS:
+            raise ValueError(
+                f"ConvLSTM head must be one of {', '.join(CONVLSTM_HEADS)}, got {head!r}"
+            )
+        self.head = head
         c_in, height, width = spec.obs_shape
         self.stride = encoder_stride(height, width)
         self.grid = (height // self.stride, width // self.stride)
@@ -179,7 +195,8 @@ class ConvLSTMActorCritic(ActorCritic):
                 nn.init.orthogonal_(self.hidden_weight[layer])
                 nn.init.orthogonal_(self.inject_weight[layer])
                 nn.init.orthogonal_(self.pool_weight[layer])
-        self.proj = orthogonal_(nn.Linear(4 * ch, features), gain)
+        head_width = 4 * ch if head == "pool" else ch * self.grid[0] * self.grid[1]
+        self.proj = orthogonal_(nn.Linear(head_width, features), gain)
         self.out = ActorCriticHeads(features, spec)
         fence = fence_map(height, width, self.stride)
         self.register_buffer("fence", fence.view(1, 1, height, width), persistent=False)
@@ -255,11 +272,15 @@ class ConvLSTMActorCritic(ActorCritic):
                 skip = skip.reshape(t_len, b, d, four_ch * self.grid[0] * self.grid[1])
             with sec(names.CONVLSTM_LAYERS):
                 tops, state = self._unroll(skip, state, dones_seq, sec)
-            with sec(names.CONVLSTM_GLOBAL_POOL):
-                both = torch.cat((tops, enc), 1)
-                pooled = torch.cat((both.mean((2, 3)), both.amax((2, 3))), 1)
+            if self.head == "pool":
+                with sec(names.CONVLSTM_GLOBAL_POOL):
+                    both = torch.cat((tops, enc), 1)
+                    head_in = torch.cat((both.mean((2, 3)), both.amax((2, 3))), 1)
+            else:
+                with sec(names.CONVLSTM_FLATTEN):
+                    head_in = (tops + enc).flatten(1)
             with sec(names.CONVLSTM_PROJECTION):
-                feats = F.linear(pooled, self.proj.weight, self.proj.bias).relu_()
+                feats = F.linear(head_in, self.proj.weight, self.proj.bias).relu_()
         return feats, state
 
     def inject_matrices(self) -> torch.Tensor:

@@ -77,9 +77,11 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
         layers: int = 2,
         ticks: int = 1,
         features: int = 256,
+        head: str = "pool",
     ) -> None:
         super().__init__(spec)
         c_in, height, width = spec.obs_shape
+        self.head = head
         self.stride = encoder_stride(height, width)
         self.grid = (height // self.stride, width // self.stride)
         self.channels, self.ticks = channels, ticks
@@ -90,7 +92,8 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
             nn.ReLU(),
         )
         self.cells = nn.ModuleList(ReferenceConvLSTMCell(channels) for _ in range(layers))
-        self.projection = nn.Linear(4 * channels, features)
+        head_width = 4 * channels if head == "pool" else channels * self.grid[0] * self.grid[1]
+        self.projection = nn.Linear(head_width, features)
         self.actor = nn.Linear(features, spec.action.num_outputs)
         self.critic = nn.Linear(features, 1)
         k = spec.action.num_outputs
@@ -133,12 +136,15 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
                 hs[layer], cs[layer] = cell(encoded, below, hs[layer], cs[layer])
                 below = hs[layer]
         top = hs[-1]
-        pooled = torch.cat(
-            [top.mean(dim=(2, 3)), encoded.mean(dim=(2, 3)),
-             top.amax(dim=(2, 3)), encoded.amax(dim=(2, 3))],
-            dim=1,
-        )  # fmt: skip
-        features = F.relu(self.projection(pooled))
+        if self.head == "pool":
+            head_in = torch.cat(
+                [top.mean(dim=(2, 3)), encoded.mean(dim=(2, 3)),
+                 top.amax(dim=(2, 3)), encoded.amax(dim=(2, 3))],
+                dim=1,
+            )  # fmt: skip
+        else:
+            head_in = (top + encoded).flatten(1)
+        features = F.relu(self.projection(head_in))
         new_state: list[torch.Tensor] = []
         for h, c in zip(hs, cs, strict=True):
             new_state += [h, c]
@@ -231,7 +237,7 @@ def reference_from(fast: ConvLSTMActorCritic) -> ReferenceConvLSTMActorCritic:
     """A reference policy with ``fast``'s sizes, dtype, device and parameters."""
     weight = fast.skip.weight
     reference = ReferenceConvLSTMActorCritic(
-        fast.spec, fast.channels, fast.layers, fast.ticks, fast.proj.out_features
+        fast.spec, fast.channels, fast.layers, fast.ticks, fast.proj.out_features, fast.head
     ).to(device=weight.device, dtype=weight.dtype)
     load_from_fast(reference, fast)
     return reference

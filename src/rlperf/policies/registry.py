@@ -64,6 +64,7 @@ def _convlstm(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
         ticks=cfg.convlstm_ticks,
         features=cfg.cnn_features,
         sections=cfg.convlstm_sections,
+        head=cfg.convlstm_head,
     )
 
 

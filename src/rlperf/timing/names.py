@@ -59,7 +59,8 @@ CONVLSTM_ENCODER = "encoder"
 CONVLSTM_SKIP = "skip_connection"
 CONVLSTM_LAYERS = "layers"  # D layers x N ticks, pool-and-inject inside
 CONVLSTM_POOL_INJECT = "pool_and_inject"
-CONVLSTM_GLOBAL_POOL = "global_pool"
+CONVLSTM_GLOBAL_POOL = "global_pool"  # the "pool" head
+CONVLSTM_FLATTEN = "flatten"  # the "flatten" head
 CONVLSTM_PROJECTION = "projection"
 CONVLSTM_CHILDREN = (
     CONVLSTM_BOUNDARY_PADDING,
@@ -67,8 +68,9 @@ CONVLSTM_CHILDREN = (
     CONVLSTM_SKIP,
     CONVLSTM_LAYERS,
     CONVLSTM_GLOBAL_POOL,
+    CONVLSTM_FLATTEN,
     CONVLSTM_PROJECTION,
-)
+)  # a run records one of the two head stages, the one its ``--convlstm-head`` names
 
 # Top level, outside the iteration: the measuring tools' own work (not training). Kept apart so
 # that a profiler's cost is never reported as the user's untimed code, and so that the analyzer
