@@ -21,9 +21,10 @@ The network, for one environment step (``ch`` channels, ``D`` layers, ``N`` tick
 
 The two heads: ``pool`` is the pipeline of the guide our users bring (its stage
 "global pooling"); it keeps no position, so the network has to say *where* through channels
-that a max picks up. ``flatten`` keeps the grid: on the 8x8 robots board (a robot's slide
-depends on where the walls are) the pooled head stayed at or below the random policy's solve
-rate in the runs of docs/robots.md, where the flattened one learned.
+that a max picks up. ``flatten`` keeps the grid, as learned-planner's ``skip_final`` output and
+the CNN policy's flattened features do (a robot's slide on the robots board depends on where
+the walls are). docs/robots.md has the learning runs of both heads; neither reached its target
+there yet, so the guide's head stays the default.
 
 Encoder stride, the rule (:func:`encoder_stride`): ``s = min(H, W) // 8`` when
 ``min(H, W) > 16``, else ``s = 1`` (the first conv is then 1x1). A 64x64 RGB board with 8-pixel
