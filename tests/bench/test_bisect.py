@@ -143,8 +143,8 @@ def test_cli_prints_the_path_and_exits_1(
                                                     preload=()))  # fmt: skip
     monkeypatch.setattr(commands, "select", lambda names: [SimpleNamespace(name=n) for n in names])
     code = cli(tiny_repo, monkeypatch, shas[0], shas[-1], "--cases", "step",
-               "--threshold", "0.5", "--pairs", "2", "--sample-s", "0.005",
-               "--max-rounds", "12", "--warmup-s", "0.005")  # fmt: skip
+               "--threshold", "0.5", "--pairs", "2", "--sample-s", "0.02",
+               "--max-rounds", "20", "--warmup-s", "0.02")  # fmt: skip
     out = capsys.readouterr().out.splitlines()
     assert code == 1, out
     assert [line.split(":")[0] for line in out[1:-1]] == ["step 1", "step 2", "step 3", "step 4"]
