@@ -86,8 +86,8 @@ class PolicyConfig:
     convlstm_ticks: int = _f(1, "ConvLSTM ticks N: passes through the D layers per step (DRC: 3)")
     convlstm_head: str = _f(
         "pool",
-        "ConvLSTM head: pool (mean and max over the grid, the guide's) or flatten (the grid "
-        "kept: learns the robots board)",
+        "ConvLSTM head: pool (mean and max over the grid, the guide's) or flatten (top h + "
+        "encoded input, the grid kept, as learned-planner's DRC)",
     )
     convlstm_sections: bool = _f(
         True, "time the ConvLSTM's stages as sections under policy_forward and update/loss"
