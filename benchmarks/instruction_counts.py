@@ -59,7 +59,6 @@ from typing import Any
 
 DEFAULT_CASE = "e2e_train[num_envs=64,env_steps=4096,threads=1]"
 WARMUP_CALLS = 3  # a fixed count, not the gate's ">= 0.2 s of CPU": the count must not vary
-SAMPLE_S = 0.1  # the gate's --sample-s
 GATHER_N = 1 << 23  # 64 MiB of doubles: well beyond the caches
 ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 MARKERS_C = """#include <valgrind/callgrind.h>
@@ -107,14 +106,10 @@ def child(args: argparse.Namespace) -> None:
         for _ in range(WARMUP_CALLS):
             run()
         t_setup = time.perf_counter()
-    calls = args.calls
-    while not args.calls:  # the gate's calibration: double until a sample is >= SAMPLE_S of CPU
-        calls, cpu0 = calls or 1, time.process_time()
-        for _ in range(calls):
-            run()
-        if time.process_time() - cpu0 >= SAMPLE_S:
-            break
-        calls *= 2
+    from rlperf.bench.gate import Settings
+    from rlperf.bench.worker import calibrate_calls
+
+    calls = args.calls or calibrate_calls(run, Settings().sample_s)  # as the gate's worker does
     markers = ctypes.CDLL(args.markers)
     # Import, setup and warm-up run uninstrumented (--instr-atstart=no): fully instrumented they
     # took 210 of a 300 s process here. The two modes' counts differed by 0.03% (untraced), so

@@ -71,6 +71,14 @@ def time_calls(run: Any, calls: int) -> tuple[float, float]:
     return time.perf_counter() - wall0, time.process_time() - cpu0
 
 
+def calibrate_calls(run: Any, sample_s: float) -> int:
+    """Calls of ``run`` a sample takes: doubled from 1 until they take ``sample_s`` of CPU."""
+    calls = 1
+    while time_calls(run, calls)[1] < sample_s and calls < 1_000_000:
+        calls *= 2
+    return calls
+
+
 def send(stream: TextIO, payload: dict[str, Any]) -> None:
     stream.write(json.dumps(payload) + "\n")
     stream.flush()
@@ -158,9 +166,7 @@ def serve_round(
             request = json.loads(line)
             op = request["op"]
             if op == "calibrate":
-                run, calls = prepared[request["case"]].run, 1
-                while time_calls(run, calls)[1] < request["sample_s"] and calls < 1_000_000:
-                    calls *= 2
+                calls = calibrate_calls(prepared[request["case"]].run, request["sample_s"])
                 send(replies, {"calls": calls})
             elif op == "measure":
                 before = clock() if clock is not None else {}
