@@ -277,6 +277,13 @@ def main() -> None:
     p.add_argument("--loop-cost", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--markers", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if not args.child and not args.isa and not args.case.startswith("gather"):
+        from rlperf.bench.registry import UnknownCaseError, select
+
+        try:
+            select([args.case])  # a bad name is one line here, not a child's traceback
+        except UnknownCaseError as err:
+            p.error(str(err))
     if args.child:
         child(args)
     elif args.isa:
