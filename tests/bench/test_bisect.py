@@ -142,9 +142,11 @@ def test_cli_prints_the_path_and_exits_1(
     monkeypatch.setattr(commands, "bisect", partial(bisect, registry=tiny_repo.registry,
                                                     preload=()))  # fmt: skip
     monkeypatch.setattr(commands, "select", lambda names: [SimpleNamespace(name=n) for n in names])
-    code = cli(tiny_repo, monkeypatch, shas[0], shas[-1], "--cases", "step",
-               "--threshold", "0.5", "--pairs", "2", "--sample-s", "0.02",
-               "--max-rounds", "20", "--warmup-s", "0.02")  # fmt: skip
+    fast = {"--threshold": FAST.threshold, "--pairs": FAST.pairs_per_round,
+            "--sample-s": FAST.sample_s, "--max-rounds": FAST.max_rounds,
+            "--warmup-s": FAST.warmup_s}  # the other bisect tests' settings  # fmt: skip
+    flags = [str(x) for item in fast.items() for x in item]
+    code = cli(tiny_repo, monkeypatch, shas[0], shas[-1], "--cases", "step", *flags)
     out = capsys.readouterr().out.splitlines()
     assert code == 1, out
     assert [line.split(":")[0] for line in out[1:-1]] == ["step 1", "step 2", "step 3", "step 4"]
