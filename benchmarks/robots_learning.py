@@ -2,7 +2,8 @@
 
     # symbolic planes + CNN, seeds 1 2 3, 5M steps each (issue target: >= 80% solved)
     python benchmarks/robots_learning.py --seeds 1 2 3 --total-steps 5000000 \
-        -- --env-option obs_mode=symbolic --policy cnn
+        -- --env-option obs_mode=symbolic --policy cnn --cnn-channels 32 32 \
+        --cnn-features 128 --learning-rate 0.002
     # RGB + ConvLSTM on a 30-minute budget (target: >= 2x the random policy's solve rate)
     python benchmarks/robots_learning.py --seeds 1 --total-steps 600000 \
         -- --policy convlstm

@@ -245,6 +245,23 @@ def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Pa
     assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 4 * BATCH
 
 
+def test_env_options_add_to_the_presets_and_override_only_the_keys_they_name() -> None:
+    from rlperf.cli import build_parser, config_from_args
+
+    def options(*flags: str) -> dict:
+        return config_from_args(build_parser().parse_args(["train", *flags])).env.options
+
+    assert options("--preset", "robots") == {"obs_mode": "symbolic"}
+    assert options("--preset", "robots", "--env-option", "max_depth=2") == {
+        "obs_mode": "symbolic",
+        "max_depth": 2,
+    }
+    assert options("--preset", "robots", "--env-option", "obs_mode=rgb_image") == {
+        "obs_mode": "rgb_image"
+    }
+    assert options("--env-option", "observe=position") == {"observe": "position"}
+
+
 def test_no_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture) -> None:
     expect_usage_error(capsys, [], "rlperf")
 

@@ -33,6 +33,17 @@ def test_default_preset_is_the_default_config_and_valid() -> None:
     assert preset("default") is not preset("default"), "a fresh config each time"
 
 
+def test_robots_preset_is_the_measured_symbolic_cnn_config() -> None:
+    cfg = preset("robots")
+    assert (cfg.env.env, cfg.env.options) == ("robots", {"obs_mode": "symbolic"})
+    assert (cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features) == (
+        "cnn",
+        (32, 32),
+        128,
+    )
+    assert (cfg.ppo.learning_rate, cfg.run.total_steps) == (2e-3, 5_000_000)
+
+
 def test_unknown_preset_lists_the_choices() -> None:
     with pytest.raises(ConfigError, match="unknown preset 'fastest'.*default"):
         preset("fastest")

@@ -172,6 +172,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
     """The preset with explicit flags applied, validated (ConfigError on bad values)."""
     cfg = preset(args.preset)
     for name, value in explicit_overrides(args).items():
+        if name == "options":
+            # A preset's env options stay unless a flag names the same key (`--preset robots
+            # --env-option max_depth=2` keeps its symbolic observations).
+            value = {**cfg.env.options, **value}
         set_field(cfg, _section_of(name), name, value)
     return cfg.validate()
 

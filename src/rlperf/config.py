@@ -356,12 +356,27 @@ def _grid(cfg: Config) -> Config:
     return cfg
 
 
+def _robots(cfg: Config) -> Config:
+    """Ricochet Robots from its symbolic planes (``obs_mode=symbolic``): two 3x3 conv layers of
+    32 channels and 128 features (the board is 8x8: the default (32, 64, 64) stack and 256
+    features cost ~4x more a step) at learning rate 2e-3, annealed over 5M steps. On 1,000 fresh
+    puzzles, greedy, it passed 80% solved in seeds 1-3 (docs/robots.md); at 5e-4 it stayed below
+    80% after 5M steps and at 1e-3 it was behind 2e-3 at every evaluation of seed 1."""
+    cfg.env.env = "robots"
+    cfg.env.options = {"obs_mode": "symbolic"}
+    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "cnn", (32, 32), 128
+    cfg.ppo.learning_rate = 2e-3
+    cfg.run.total_steps = 5_000_000
+    return cfg
+
+
 # name -> transformation of the default config. ``ultra_fast`` (large batches, torch.compile,
 # mixed precision) will be one more entry here.
 PRESETS: dict[str, Callable[[Config], Config]] = {
     "default": _default,
     "lstm": _lstm,
     "grid": _grid,
+    "robots": _robots,
 }
 
 
