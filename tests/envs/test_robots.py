@@ -293,6 +293,21 @@ def test_images_match_pillow_reference(board_size: int, robots: int, image_size:
         assert differing / (len(puzzles) * image_size**2) < 0.01
 
 
+def test_rgb_observations_show_the_state_through_autoresets() -> None:
+    """The cached backgrounds are redrawn for every new episode: after many same-step
+    autoresets each observation is still the drawing of the env's current state."""
+    env = make_vec("robots", 16, seed=9, max_steps=3)
+    rng = np.random.default_rng(9)
+    env.reset(seed=9)
+    resets = 0
+    for _ in range(40):
+        obs, _, terminated, truncated, _ = env.step(rng.integers(0, 8, 16))
+        resets += int((terminated | truncated).sum())
+        for i in range(16):
+            np.testing.assert_array_equal(obs[i].transpose(1, 2, 0), env.render(i))
+    assert resets > 100
+
+
 def test_rgb_observations_and_render() -> None:
     env = make_vec("robots", 6, seed=4, image_size=72)
     obs, *_ = env.step(env.action_space.sample())
