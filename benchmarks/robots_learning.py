@@ -107,6 +107,7 @@ def train_one(seed: int, args: argparse.Namespace) -> list[tuple[int, float, flo
         curve.append((trainer.global_step, rate, time.perf_counter() - start))
         print(f"  seed {seed} step {trainer.global_step:>10,}  greedy solved {rate:6.1%}  "
               f"train return {row['mean_return'] or 0:+.3f}  "
+              f"entropy {row.get('entropy', float('nan')):.2f}  "
               f"{time.perf_counter() - start:7.0f}s", flush=True)  # fmt: skip
 
     trainer.callbacks.append(evaluate)

@@ -134,6 +134,36 @@ def test_images_stay_uint8_and_the_image_policies_train(workload, iterations) ->
     assert len(changed) == len(before), "every parameter was trained"
 
 
+@pytest.mark.parametrize("kind", ["cnn", "convlstm"])
+def test_rollout_stores_what_the_env_produced_and_evaluate_agrees(kind: str) -> None:
+    """On the RGB robots board: a fresh env replaying the buffer's actions gives back every
+    stored observation and reward, and the policy's ``evaluate`` on an update minibatch gives
+    the rollout's own log-probabilities and values (the checks that cleared the pipeline when
+    PPO did not learn from these images; docs/robots.md)."""
+    from rlperf.envs import make_vec
+
+    cfg = config(1, policy__kind=kind, env__env="robots", policy__cnn_features=16,
+                 policy__convlstm_channels=4, policy__cnn_channels=(4, 4, 4))  # fmt: skip
+    trainer = Trainer(cfg, profiler=Profiler())
+    trainer.collect()
+    buf = trainer.buffer
+    env = make_vec("robots", NUM_ENVS, seed=cfg.run.seed)
+    obs, _ = env.reset(seed=cfg.run.seed)
+    for t in range(NUM_STEPS):
+        np.testing.assert_array_equal(buf.obs[t].numpy(), obs)
+        obs, reward, *_ = env.step(buf.actions[t].numpy())
+        np.testing.assert_array_equal(buf.rewards_host[t], reward)
+    trainer.compute_advantages()
+    trainer.sampler.prepare()
+    mb = trainer.sampler.epoch(2, torch.Generator().manual_seed(0))[0]
+    with torch.no_grad():
+        logprob, _, value = trainer.policy.evaluate(
+            mb.obs, mb.actions, mb.state0, mb.dones, mb.masks
+        )
+    torch.testing.assert_close(logprob, mb.logprobs, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(value, mb.values, rtol=1e-5, atol=1e-5)
+
+
 def test_env_options_reach_the_environment() -> None:
     trainer = Trainer(config(1, env__options={"observe": "position", "max_episode_steps": 20}))
     assert trainer.spec.obs_shape == (2,)
