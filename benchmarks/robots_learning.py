@@ -5,8 +5,8 @@
         -- --env-option obs_mode=symbolic --policy cnn --cnn-channels 32 32 \
         --cnn-features 128 --learning-rate 0.002
     # RGB + ConvLSTM on a 30-minute budget (target: >= 2x the random policy's solve rate)
-    python benchmarks/robots_learning.py --seeds 1 --total-steps 600000 \
-        -- --policy convlstm
+    python benchmarks/robots_learning.py --seeds 1 --total-steps 1000000 --eval-every 100000 \
+        --eval-puzzles 200 -- --preset robots-rgb
 
 For each seed it trains ``rlperf train --env robots [flags after --]`` in this process, and every
 ``--eval-every`` env steps (and at the end) plays ``--eval-puzzles`` fresh puzzles (a robots env

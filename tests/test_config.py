@@ -44,6 +44,20 @@ def test_robots_preset_is_the_measured_symbolic_cnn_config() -> None:
     assert (cfg.ppo.learning_rate, cfg.run.total_steps) == (2e-3, 5_000_000)
 
 
+def test_robots_rgb_preset_is_the_measured_convlstm_config() -> None:
+    cfg = preset("robots-rgb")
+    assert (cfg.env.env, cfg.env.options, cfg.env.num_envs) == ("robots", {}, 64)
+    policy = cfg.policy
+    assert (policy.kind, policy.convlstm_head, policy.convlstm_channels) == (
+        "convlstm",
+        "flatten",
+        32,
+    )
+    assert (policy.convlstm_layers, policy.convlstm_ticks) == (1, 1)
+    assert (cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.learning_rate) == (16, 4, 5e-4)
+    assert cfg.run.total_steps == 1_000_000
+
+
 def test_unknown_preset_lists_the_choices() -> None:
     with pytest.raises(ConfigError, match="unknown preset 'fastest'.*default"):
         preset("fastest")

@@ -15,7 +15,7 @@ won when the target robot stops on the target cell.
   served from a pool refilled in batches.
 - Observations: ``obs_mode="rgb_image"``: ``(3, image_size, image_size)`` uint8, grid lines,
   walls, robots as coloured discs (red, green, blue, yellow in robot order), the target as a
-  star in the target robot's colour (``render.py``). ``obs_mode="symbolic"``:
+  star in the target robot's colour on a dark tile (``render.py``). ``obs_mode="symbolic"``:
   ``(4 + num_robots + 2, B, B)`` uint8 planes, 0 or 255: walls on the north, east, south,
   west side of each cell; one plane per robot marking its cell; the target cell; the target
   robot's current cell.

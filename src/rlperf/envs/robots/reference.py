@@ -21,6 +21,7 @@ from rlperf.envs.robots.render import (
     GRID,
     ROBOT_COLOURS,
     SUPERSAMPLE,
+    TARGET_TILE,
     WALL,
     Geometry,
     disc_shape,
@@ -93,6 +94,7 @@ def reference_image(
 
         with profile(names.RENDER_DRAW_TARGET):
             x, y, w, h = interior(target_cell)
+            _box(draw, x, y, x + w, y + h, TARGET_TILE)
             star = star_shape(w, h, g.shape_size) + (x * s, y * s)
             draw.polygon([tuple(p) for p in star.tolist()], fill=ROBOT_COLOURS[target_robot])
         with profile(names.RENDER_DRAW_ROBOTS):
