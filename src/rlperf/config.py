@@ -375,8 +375,7 @@ def _robots_rgb(cfg: Config) -> Config:
     layer of 32 channels, one tick, the flattened head, 64 envs x 16 steps at learning rate 5e-4,
     1M steps. Greedy on 200 fresh puzzles it passed twice a random policy's solve rate after
     4.4 minutes (seed 1) and 8.9 minutes (seed 2) and kept rising (docs/robots.md); at 1e-3 and
-    2e-3 the ConvLSTM fell
-    below a random policy, and the pooled head stayed below it."""
+    2e-3 the ConvLSTM fell below a random policy, and the pooled head stayed below it."""
     cfg.env.env, cfg.env.num_envs = "robots", 64
     cfg.policy.kind, cfg.policy.convlstm_head = "convlstm", "flatten"
     cfg.policy.convlstm_channels, cfg.policy.convlstm_layers = 32, 1
