@@ -94,7 +94,8 @@ class PolicyConfig:
     )
     fast_update: bool = _f(
         True,
-        "analytic-gradient update for MLP + discrete actions (same math as autograd, fewer ops)",
+        "analytic-gradient update for discrete actions without masks, MLP and LSTM on flat "
+        "observations (same math as autograd, fewer ops; the LSTM's on the CPU, float32)",
     )
 
 

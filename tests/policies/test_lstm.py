@@ -80,17 +80,20 @@ def test_fused_unroll_passes_gradcheck() -> None:
     [spec(), spec((2, 6, 6), dtype=np.uint8), spec(action=ActionSpec("multidiscrete", (2, 3), 2))],
     ids=["flat", "images", "multidiscrete"],
 )
-def test_evaluate_over_a_sequence_equals_stepping_act(env_spec: EnvSpec) -> None:
+@pytest.mark.parametrize(
+    "dtype", [torch.float64, torch.float32], ids=["f64-torch", "f32-compiled-kernel"]
+)
+def test_evaluate_over_a_sequence_equals_stepping_act(env_spec: EnvSpec, dtype) -> None:
     torch.manual_seed(1)
-    policy = LSTMActorCritic(env_spec, (16,), 8, cnn_channels=(4,), cnn_features=16).double()
+    policy = LSTMActorCritic(env_spec, (16,), 8, cnn_channels=(4,), cnn_features=16).to(dtype)
     t_len, batch = 9, 5
     gen = torch.Generator().manual_seed(2)
     if env_spec.image_obs:
         obs = torch.randint(0, 256, (t_len, batch, *env_spec.obs_shape), dtype=torch.uint8)
     else:
-        obs = torch.randn(t_len, batch, *env_spec.obs_shape, dtype=torch.float64, generator=gen)
-    dones = (torch.rand(t_len, batch, generator=gen) < 0.3).double()
-    state0 = tuple(torch.randn_like(s.double()) for s in policy.initial_state(batch))
+        obs = torch.randn(t_len, batch, *env_spec.obs_shape, dtype=dtype, generator=gen)
+    dones = (torch.rand(t_len, batch, generator=gen) < 0.3).to(dtype)
+    state0 = tuple(torch.randn_like(s.to(dtype)) for s in policy.initial_state(batch))
     state, steps = state0, []
     for t in range(t_len):
         actions, logprob, value, state = policy.act(obs[t], state, dones[t], None, gen)
@@ -114,3 +117,30 @@ def test_act_resets_the_state_where_done() -> None:
     torch.testing.assert_close(h[rows], fresh_h[rows])
     torch.testing.assert_close(value[rows], fresh_value[rows])
     assert not torch.allclose(h[~rows], fresh_h[~rows])
+
+
+def test_act_through_the_compiled_kernel_equals_act_through_torch_ops() -> None:
+    """The rollout step in float32 (the kernel) against the same policy in float64 (torch ops),
+    over 20 steps with resets: the same actions, log-probabilities, values and states."""
+    torch.manual_seed(3)
+    fast = LSTMActorCritic(spec(), (16,), 24)
+    reference = LSTMActorCritic(spec(), (16,), 24).double()
+    reference.load_state_dict(fast.state_dict())
+    gen = torch.Generator().manual_seed(4)
+    state32, state64 = fast.initial_state(6), reference.initial_state(6)
+    state64 = tuple(s.double() for s in state64)
+    for step in range(20):
+        obs = torch.randn(6, 3, generator=gen)
+        done = (torch.rand(6, generator=gen) < 0.2).float()
+        seed = 100 + step
+        a32, lp32, v32, state32 = fast.act(
+            obs, state32, done, None, torch.Generator().manual_seed(seed)
+        )
+        a64, lp64, v64, state64 = reference.act(
+            obs.double(), state64, done.double(), None, torch.Generator().manual_seed(seed)
+        )
+        assert torch.equal(a32, a64), step
+        torch.testing.assert_close(lp32.double(), lp64, rtol=0, atol=1e-5)
+        torch.testing.assert_close(v32.double(), v64, rtol=0, atol=1e-5)
+        for s32, s64 in zip(state32, state64, strict=True):
+            torch.testing.assert_close(s32.double(), s64, rtol=0, atol=1e-5)

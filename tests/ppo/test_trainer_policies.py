@@ -109,7 +109,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path, wor
 def test_each_workload_gets_its_sampler_and_update() -> None:
     expected = {
         "mlp": (PackedTableSampler, AnalyticUpdate),
-        "lstm": (SegmentSampler, AutogradUpdate),
+        "lstm": (SegmentSampler, AnalyticUpdate),
         "cnn": (RowSampler, AutogradUpdate),
         "convlstm": (SegmentSampler, AutogradUpdate),
     }

@@ -1,6 +1,7 @@
-"""The two update implementations on one minibatch: AnalyticUpdate (the MLP's closed-form
-gradients) and AutogradUpdate (any policy through autograd) give the same gradient in every
-parameter entry and the same statistics; both then step Adam the same way."""
+"""The two update implementations on one minibatch: AnalyticUpdate (the closed-form gradients of
+the MLP and of the LSTM on flat observations) and AutogradUpdate (any policy through autograd)
+give the same gradient in every parameter entry and the same statistics; both then step Adam
+the same way."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 from rlperf.config import PPOConfig
 from rlperf.envs.spec import ActionSpec, EnvSpec
+from rlperf.policies.lstm import LSTMActorCritic
 from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.loss import normalize_advantages
 from rlperf.ppo.samplers import Minibatch
@@ -112,3 +114,74 @@ def test_fp16_loss_scaling_skips_a_step_with_inf_gradients_and_halves_the_scale(
     assert torch.equal(policy.flat, trained), "the step was skipped"
     assert float(update.optimizer.step_count) == 1.0
     assert float(update.scaler.scale) == 2.0**15
+
+
+def lstm_minibatch(policy: LSTMActorCritic, t_len: int, batch: int, seed: int):
+    """A (T, B) sequence minibatch with episode starts inside it, old log-probs and values on
+    both sides of every clip, and a non-zero initial state."""
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.randn(t_len, batch, *policy.spec.obs_shape, generator=gen)
+    dones = (torch.rand(t_len, batch, generator=gen) < 0.2).float()
+    state0 = tuple(0.5 * torch.randn(s.shape, generator=gen) for s in policy.initial_state(batch))
+    with torch.no_grad():
+        actions = torch.randint(0, policy.spec.action.num_outputs, (t_len, batch), generator=gen)
+        logprob, _, value = policy.evaluate(obs, actions, state0, dones)
+
+    def noisy(x: torch.Tensor, scale: float) -> torch.Tensor:
+        return x + scale * torch.randn(x.shape, generator=gen)
+
+    mb = Minibatch(
+        obs=obs, actions=actions, logprobs=noisy(logprob, 0.4), values=noisy(value, 0.5),
+        advantages=noisy(torch.zeros(t_len, batch), 1.0), returns=noisy(value, 1.0),
+        dones=dones, state0=state0,
+    )  # fmt: skip
+    return mb, normalize_advantages(mb.advantages)
+
+
+@pytest.mark.parametrize("hidden_sizes", [(16, 12), (8,)], ids=["two-layers", "one-layer"])
+@pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
+def test_lstm_analytic_update_matches_autograd_through_the_torch_recurrence(
+    hidden_sizes, clip_vloss
+) -> None:
+    """The LSTM's analytic path (float32, compiled kernel, tanh as 2 sigmoid(2z) - 1) against
+    autograd over the plain torch recurrence and ``nn.Tanh`` in float64, parameter by
+    parameter; and the analytic path writes every parameter's gradient."""
+    torch.manual_seed(0)
+    ppo = PPOConfig(clip_vloss=clip_vloss, max_grad_norm=0.0)
+    spec = EnvSpec(6, (3,), np.dtype(np.float32), ActionSpec("discrete", (4,), 1))
+    fast = LSTMActorCritic(spec, hidden_sizes, 20)
+    assert fast.analytic
+    reference = LSTMActorCritic(spec, hidden_sizes, 20).double()
+    reference.load_state_dict(fast.state_dict())
+    mb, adv = lstm_minibatch(fast, 11, 6, seed=1)
+    prof = Profiler(enabled=False)
+
+    analytic = AnalyticUpdate(fast, ppo, 11 * 6)
+    with torch.no_grad():
+        for p in fast.parameters():
+            p.grad.fill_(float("nan"))  # every entry must be written, not accumulated
+    stats_a = analytic.gradients(mb, adv, prof)
+    autograd = AutogradUpdate(reference, ppo)
+    mb64 = Minibatch(**{
+        k: (tuple(s.double() for s in v) if isinstance(v, tuple) else
+            v.double() if v is not None and v.is_floating_point() else v)
+        for k, v in vars(mb).items()
+    })  # fmt: skip
+    stats_b = autograd.gradients(mb64, adv.double(), prof)
+
+    torch.testing.assert_close(stats_a.double(), stats_b, rtol=1e-4, atol=1e-6)
+    for (name, p), ref in zip(fast.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.double(), ref.grad, rtol=1e-4, atol=2e-6, msg=name)
+        assert p.grad.abs().sum() > 0, name
+
+
+def test_the_lstm_takes_the_analytic_path_only_where_it_applies() -> None:
+    flat = EnvSpec(2, (3,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    assert LSTMActorCritic(flat, (8,), 4).analytic
+    assert not LSTMActorCritic(flat, (8,), 4).double().analytic, "float32 only"
+    masked = EnvSpec(2, (3,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1), True)
+    assert not LSTMActorCritic(masked, (8,), 4).analytic
+    images = EnvSpec(2, (1, 6, 6), np.dtype(np.uint8), ActionSpec("discrete", (2,), 1))
+    assert not LSTMActorCritic(images, (8,), 4, cnn_channels=(4,), cnn_features=8).analytic
+    box = EnvSpec(2, (3,), np.dtype(np.float32), ActionSpec("box", (), 2, (-1.0,) * 2, (1.0,) * 2))
+    assert not LSTMActorCritic(box, (8,), 4).analytic

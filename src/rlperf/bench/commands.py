@@ -32,7 +32,13 @@ from rlperf.bench.gate import (
 )
 from rlperf.bench.history import HistoryError, build, results_dir_from_conf
 from rlperf.bench.registry import UnknownCaseError, select
-from rlperf.bench.worktree import GitError, checked_out, repo_root, resolve_commit
+from rlperf.bench.worktree import (
+    GitError,
+    build_in_place,
+    checked_out,
+    repo_root,
+    resolve_commit,
+)
 
 # One e2e case per workload rlperf trains, each shrunk to a ~0.12 s sample (docs/benchmarks.md).
 DEFAULT_CASES = ",".join((
@@ -256,7 +262,11 @@ def measure(
     head_sha = resolve_commit(head_ref, repo) if head_ref else ""
     with ExitStack() as stack:
         base_tree = stack.enter_context(checked_out(base_sha, repo))
-        head_tree = stack.enter_context(checked_out(head_sha, repo)) if head_sha else repo
+        if head_sha:
+            head_tree = stack.enter_context(checked_out(head_sha, repo))
+        else:
+            head_tree = repo
+            build_in_place(repo)  # the working tree as it is now, C extension included
         base = Side("base", base_ref, base_sha, base_tree / "src")
         head = Side("head", head_ref or "working tree", head_sha, head_tree / "src")
         for side in (base, head):

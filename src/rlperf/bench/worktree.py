@@ -1,13 +1,16 @@
 """Git plumbing for the gate: resolve refs and check a commit out in a temporary worktree.
 
-The package is pure Python, so "building" a commit is checking its tree out: the gate's workers
-import ``rlperf`` from ``<worktree>/src``. A worktree shares the repository's objects, so adding
-one is cheap and never touches the user's checkout; it is removed again when the gate ends.
+Building a commit is checking its tree out and compiling its C extension in place (the LSTM
+kernel, ``setup.py build_ext --inplace``, a few seconds; a tree without ``setup.py`` is pure
+Python): the gate's workers import ``rlperf`` from ``<worktree>/src``. A worktree shares the
+repository's objects, so adding one is cheap and never touches the user's checkout; it is
+removed again when the gate ends.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +19,10 @@ from pathlib import Path
 
 class GitError(RuntimeError):
     """A git command failed (not a repository, unknown ref); the message is one line."""
+
+
+class BuildError(GitError):
+    """Compiling a checked-out tree failed; reported as the git errors are (one line)."""
 
 
 def git(args: list[str], cwd: Path) -> str:
@@ -50,12 +57,34 @@ def checked_out(sha: str, repo: Path) -> Iterator[Path]:
         path = Path(tmp) / sha[:12]
         git(["worktree", "add", "--detach", "--quiet", str(path), sha], repo)
         try:
+            build_in_place(path)
             yield path
         finally:
             try:
                 git(["worktree", "remove", "--force", str(path)], repo)
             except GitError:
                 git(["worktree", "prune"], repo)  # directory already gone: drop the record
+
+
+def build_in_place(tree: Path) -> None:
+    """Compile ``tree``'s C extensions next to their sources, as ``pip install -e`` does, so
+    that importing ``rlperf`` from ``tree/src`` runs the code that commit ships (without it the
+    LSTM would time its torch fallback). Up-to-date builds are skipped by setuptools itself."""
+    if not (tree / "setup.py").is_file():
+        return
+    try:
+        import setuptools  # noqa: F401  (setup.py needs it; say so instead of a traceback)
+    except ImportError as e:
+        raise BuildError(f"building {tree.name} needs setuptools: pip install setuptools") from e
+    done = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise BuildError(f"building {tree.name} failed: {lines[-1] if lines else done.returncode}")
 
 
 def is_ancestor(older: str, newer: str, repo: Path) -> bool:

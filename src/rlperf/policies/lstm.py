@@ -24,13 +24,16 @@ few operations per step as possible.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from rlperf.envs.spec import EnvSpec
-from rlperf.policies import distributions
+from rlperf.policies import distributions, lstm_cpu
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State
-from rlperf.policies.encoders import make_encoder
+from rlperf.policies.encoders import MLPEncoder, make_encoder
+from rlperf.policies.lstm_cpu import LSTMUnrollCPU
 
 
 class LSTMUnroll(torch.autograd.Function):
@@ -185,7 +188,10 @@ class LSTMCore(nn.Module):
             keep = (1.0 - dones.to(xproj.dtype)).unsqueeze(-1)
         h0, c0 = state
         dtype = xproj.dtype  # bf16 / fp16 under autocast: the whole recurrence runs in it
-        return LSTMUnroll.apply(xproj, keep, h0.to(dtype), c0.to(dtype), self.weight_hh.to(dtype))
+        h0, c0, w_hh = h0.to(dtype), c0.to(dtype), self.weight_hh.to(dtype)
+        if lstm_cpu.usable(w_hh, xproj, h0, c0):
+            return LSTMUnrollCPU.apply(xproj, keep.squeeze(-1), h0, c0, w_hh)
+        return LSTMUnroll.apply(xproj, keep, h0, c0, w_hh)
 
     def unroll_reference(
         self, x: torch.Tensor, state: State, dones: torch.Tensor | None
@@ -204,8 +210,34 @@ class LSTMCore(nn.Module):
         return torch.stack(outs), (h, c)
 
 
+@dataclass
+class LSTMTrainCache:
+    """What :meth:`LSTMActorCritic.backward` needs from :meth:`LSTMActorCritic.forward_train`.
+    ``N = T * B`` rows, time-major."""
+
+    layers: list[torch.Tensor]  # encoder input (N, obs_dim), then each tanh output (N, width)
+    keep: torch.Tensor  # (T, B)
+    h0: torch.Tensor  # (B, H)
+    c0: torch.Tensor  # (B, H)
+    acts: torch.Tensor  # (T, B, 4H) gate activations
+    cs: torch.Tensor  # (T, B, H)
+    tcs: torch.Tensor  # (T, B, H)
+    hs: torch.Tensor  # (T, B, H)
+    grad_out: torch.Tensor  # (N, K + 1): d loss / d (logits, value), written by the loss
+
+
 class LSTMActorCritic(ActorCritic):
-    """Args: spec; encoder widths (flat obs); LSTM size; CNN settings (image obs)."""
+    """Args: spec; encoder widths (flat obs); LSTM size; CNN settings (image obs).
+
+    Two ways to get gradients, the same math: :meth:`evaluate` under autograd (any observation
+    and action space, autocast, ``--compile``), and, for flat observations and one unmasked
+    categorical action on the CPU in float32 with the compiled kernel built, the analytic path
+    of ``ppo/update.py``'s :class:`~rlperf.ppo.update.AnalyticUpdate`: :meth:`forward_train`,
+    the loss's closed-form gradient with respect to the heads' outputs, and :meth:`backward`
+    through heads, recurrence (the kernel) and encoder with one op per matmul, bias and tanh.
+    At 16 environments x 32 steps autograd's graph around the recurrence (encoder, heads,
+    distribution, loss: ~100 small nodes) cost more than the recurrence itself.
+    """
 
     recurrent = True
 
@@ -222,6 +254,16 @@ class LSTMActorCritic(ActorCritic):
         self.lstm = LSTMCore(self.encoder.features, lstm_hidden_size)
         self.out = ActorCriticHeads(lstm_hidden_size, spec)
 
+    @property
+    def analytic(self) -> bool:  # type: ignore[override]
+        w = self.lstm.weight_hh
+        return (
+            self.spec.action.kind == "discrete"
+            and not self.spec.has_mask
+            and isinstance(self.encoder, MLPEncoder)
+            and lstm_cpu.usable(w)
+        )
+
     def initial_state(self, num_envs: int) -> State:
         device = self.lstm.weight_hh.device
         h = torch.zeros(num_envs, self.lstm.hidden, device=device)
@@ -229,14 +271,19 @@ class LSTMActorCritic(ActorCritic):
 
     @torch.no_grad()
     def _step(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> State:
-        """One step without autograd: the rollout's ~25 small ops, written out (module calls
-        and strided tanh cost more than the arithmetic at 64 environments)."""
+        """One step without autograd: encoder and input projection as a few ops written out
+        (module calls cost more than the 64-wide matmuls here), the cell through the compiled
+        kernel where it applies (one call instead of ~10 small ops), else as torch ops."""
         lstm, hid = self.lstm, self.lstm.hidden
         h, c = state
+        gates = torch.addmm(lstm.bias, self.encoder.infer(obs), lstm.weight_ih.T)
+        if lstm_cpu.usable(lstm.weight_hh, gates, h, c):
+            keep = h.new_ones(1, h.shape[0]) if done is None else (1.0 - done).view(1, -1)
+            _, cs, _, hs = lstm_cpu.forward(gates.unsqueeze(0), keep, h, c, lstm.weight_hh)
+            return hs[0], cs[0]
         if done is not None:
             keep = (1.0 - done).unsqueeze(-1)
             h, c = h * keep, c * keep
-        gates = torch.addmm(lstm.bias, self.encoder.infer(obs), lstm.weight_ih.T)
         gates.addmm_(h, lstm.weight_hh.T)
         g = gates[:, 2 * hid : 3 * hid].contiguous().tanh_()
         s = gates.sigmoid_()
@@ -269,3 +316,71 @@ class LSTMActorCritic(ActorCritic):
             self.spec.action, out, actions_seq.flatten(0, 1), mask, self.out.logstd
         )
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
+
+    # -- the analytic path (see the class docstring) ----------------------------------------
+    @torch.no_grad()
+    def forward_train(
+        self, obs_seq: torch.Tensor, state0: State, dones_seq: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, LSTMTrainCache]:
+        """Logits (N, K) and values (N,) of ``(T, B, obs_dim)`` sequences, ``N = T * B``, and
+        the activations :meth:`backward` needs. Same arguments as :meth:`evaluate`."""
+        t_len, b = obs_seq.shape[:2]
+        lstm, heads = self.lstm, self.out.linear
+        x = obs_seq.reshape(t_len * b, -1).to(lstm.weight_ih.dtype)
+        layers = [x]
+        for linear in self.encoder.linears:
+            # tanh(z) = 2 sigmoid(2z) - 1, as the MLP's fast path: torch.tanh is ~3x slower.
+            z = torch.addmm(linear.bias, x, linear.weight.T, beta=2.0, alpha=2.0).sigmoid_()
+            x = z.mul_(2.0).sub_(1.0)
+            layers.append(x)
+        xproj = torch.addmm(lstm.bias, x, lstm.weight_ih.T).view(t_len, b, -1)
+        if dones_seq is None:
+            keep = xproj.new_ones(t_len, b)
+        else:
+            keep = 1.0 - dones_seq.to(xproj.dtype)
+        h0, c0 = state0
+        acts, cs, tcs, hs = lstm_cpu.forward(xproj, keep, h0, c0, lstm.weight_hh)
+        out = torch.addmm(heads.bias, hs.view(t_len * b, -1), heads.weight.T)
+        k = self.out.num_outputs
+        cache = LSTMTrainCache(layers, keep, h0, c0, acts, cs, tcs, hs, torch.empty_like(out))
+        return out[:, :k], out[:, k], cache
+
+    @staticmethod
+    def output_grad_views(cache: LSTMTrainCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where :meth:`backward` reads d loss / d logits (N, K) and d loss / d value (N,): a
+        loss that writes there saves a concatenation."""
+        k = cache.grad_out.shape[1] - 1
+        return cache.grad_out[:, :k], cache.grad_out[:, k]
+
+    @torch.no_grad()
+    def backward(self, cache: LSTMTrainCache) -> None:
+        """Write d loss / d parameters into every parameter's ``.grad`` (overwritten, not
+        accumulated) from the output gradients in :meth:`output_grad_views`."""
+        lstm, heads = self.lstm, self.out.linear
+        t_len, b, four_h = cache.acts.shape
+        n = t_len * b
+        grad_out = cache.grad_out
+        hs = cache.hs.view(n, -1)
+        torch.mm(grad_out.T, hs, out=heads.weight.grad)
+        torch.sum(grad_out, 0, out=heads.bias.grad)
+        grad_hs = torch.mm(grad_out, heads.weight).view(t_len, b, -1)
+        grad_z, _, _ = lstm_cpu.backward(
+            grad_hs, cache.acts, cache.keep, cache.c0, lstm.weight_hh, cache.cs, cache.tcs
+        )
+        grad_z = grad_z.view(n, four_h)
+        # dW_hh = sum_t dz_t^T (keep_t h_{t-1}), dW_ih = dz^T x: one matmul each over N rows.
+        h_prev = torch.cat((cache.h0.unsqueeze(0), cache.hs[:-1])).mul_(cache.keep.unsqueeze(-1))
+        torch.mm(grad_z.T, h_prev.view(n, -1), out=lstm.weight_hh.grad)
+        torch.mm(grad_z.T, cache.layers[-1], out=lstm.weight_ih.grad)
+        torch.sum(grad_z, 0, out=lstm.bias.grad)
+        grad_x = torch.mm(grad_z, lstm.weight_ih)
+        linears = self.encoder.linears
+        for i in reversed(range(len(linears))):
+            # grad * (1 - tanh^2), in place.
+            dz = torch.ops.aten.tanh_backward.grad_input(
+                grad_x, cache.layers[i + 1], grad_input=grad_x
+            )
+            torch.mm(dz.T, cache.layers[i], out=linears[i].weight.grad)
+            torch.sum(dz, 0, out=linears[i].bias.grad)
+            if i > 0:
+                grad_x = torch.mm(dz, linears[i].weight)

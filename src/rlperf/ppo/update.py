@@ -59,23 +59,28 @@ class _FlatAdamUpdate:
 
 
 class AnalyticUpdate(_FlatAdamUpdate):
-    """The MLP fast path (needs a policy with ``analytic`` set)."""
+    """The fast path of a policy with ``analytic`` set: the MLP, and the LSTM on flat
+    observations (``policies/lstm.py``; its ``backward`` writes each parameter's ``.grad``,
+    which :func:`flatten_parameters` made views of one flat gradient)."""
 
     def __init__(self, policy: ActorCritic, ppo: PPOConfig, minibatch_size: int) -> None:
         if not policy.analytic:
             raise ValueError(f"{type(policy).__name__} has no analytic gradient")
         self.policy, self.ppo = policy, ppo
         self.coefs = loss_coefs(ppo)
-        self.optimizer = FlatAdam(policy.flat, ppo.learning_rate, eps=ppo.adam_eps)
-        flat = policy.flat
+        self.flat, self.grad = flatten_parameters(policy)
+        self.optimizer = FlatAdam(self.flat, ppo.learning_rate, eps=ppo.adam_eps, grad=self.grad)
         # Lives across calls: a fresh (5, B) scratch costs ~0.2 ms in page faults at B=8192.
-        self._stat_rows = flat.new_empty(len(STAT_NAMES), minibatch_size)
+        self._stat_rows = self.flat.new_empty(len(STAT_NAMES), minibatch_size)
 
     def gradients(self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler) -> torch.Tensor:
-        """Write the gradient of the PPO loss into ``policy.flat.grad``; returns the stats (5,).
+        """Write the gradient of the PPO loss into the flat gradient; returns the stats (5,).
 
-        ``mb`` holds ``T = 1`` rows (feed-forward minibatches); ``advantages`` (1, B).
+        ``mb`` holds ``T = 1`` rows (feed-forward minibatches) or ``(T, B)`` sequences of a
+        recurrent policy; ``advantages`` has ``mb``'s shape.
         """
+        if self.policy.recurrent:
+            return self._sequence_gradients(mb, advantages, prof)
         policy, sec = self.policy, prof.section
         rows = mb.rows
         if rows is None:
@@ -89,7 +94,23 @@ class AnalyticUpdate(_FlatAdamUpdate):
             )  # fmt: skip
         with sec(names.BACKWARD):
             policy.backward(cache, grad_logits, grad_value)
-            clip_grad_norm(policy.flat.grad, self.ppo.max_grad_norm)
+            clip_grad_norm(self.grad, self.ppo.max_grad_norm)
+        return stats
+
+    def _sequence_gradients(
+        self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler
+    ) -> torch.Tensor:
+        policy, sec = self.policy, prof.section
+        with sec(names.LOSS):
+            logits, newvalue, cache = policy.forward_train(mb.obs, mb.state0, mb.dones)
+            stats, _, _ = discrete_ppo_loss_and_head_grads(
+                logits, newvalue, mb.actions.reshape(-1), mb.logprobs.reshape(-1),
+                advantages.reshape(-1), mb.returns.reshape(-1), mb.values.reshape(-1),
+                self.coefs, *policy.output_grad_views(cache), self._stat_rows,
+            )  # fmt: skip
+        with sec(names.BACKWARD):
+            policy.backward(cache)
+            clip_grad_norm(self.grad, self.ppo.max_grad_norm)
         return stats
 
     def apply(self, prof: Profiler) -> None:

@@ -1,0 +1,105 @@
+"""The compiled CPU recurrence (``policies/_lstm_cpu.c``) against the torch recurrence in float64
+(itself checked against plain autograd, ``nn.LSTM`` and gradcheck in ``test_lstm.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlperf.policies import lstm_cpu
+from rlperf.policies.lstm import LSTMUnroll
+
+
+def test_the_kernel_is_built() -> None:
+    # Not a skip: an install that silently lost the kernel would train 2-3x slower.
+    assert lstm_cpu.available(), (
+        "rlperf.policies._lstm_cpu is missing: reinstall with a C compiler (pip install -e .)"
+    )
+
+
+def inputs(t_len: int, batch: int, hidden: int, p_done: float, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    xproj = torch.randn(t_len, batch, 4 * hidden, generator=gen)
+    keep = (torch.rand(t_len, batch, generator=gen) >= p_done).float()
+    h0 = torch.randn(batch, hidden, generator=gen)
+    c0 = torch.randn(batch, hidden, generator=gen)
+    w_hh = torch.randn(4 * hidden, hidden, generator=gen) / hidden**0.5
+    weights = torch.randn(t_len, batch, hidden, generator=gen)
+    return xproj, keep, h0, c0, w_hh, weights
+
+
+# Batches that are not whole 4-row tiles, widths that are not whole 16-column tiles, one step,
+# every state reset, and the training and rollout shapes of position-only CartPole.
+CASES = [
+    (1, 1, 4, 0.0), (7, 5, 16, 0.3), (12, 3, 8, 1.0), (9, 13, 20, 0.2), (32, 16, 64, 0.05),
+    (1, 64, 64, 0.1), (5, 64, 128, 0.1), (3, 6, 1, 0.5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("t_len, batch, hidden, p_done", CASES)
+def test_kernel_matches_the_torch_recurrence_and_its_gradients(t_len, batch, hidden, p_done):
+    xproj, keep, h0, c0, w_hh, weights = inputs(t_len, batch, hidden, p_done, seed=batch)
+    leaves = [t.clone().requires_grad_() for t in (xproj, h0, c0, w_hh)]
+    hs = lstm_cpu.LSTMUnrollCPU.apply(leaves[0], keep, leaves[1], leaves[2], leaves[3])
+    grads = torch.autograd.grad((hs * weights).sum(), leaves)
+
+    ref_leaves = [t.double().requires_grad_() for t in (xproj, h0, c0, w_hh)]
+    ref = LSTMUnroll.apply(
+        ref_leaves[0], keep.double().unsqueeze(-1), ref_leaves[1], ref_leaves[2], ref_leaves[3]
+    )
+    ref_grads = torch.autograd.grad((ref * weights.double()).sum(), ref_leaves)
+
+    torch.testing.assert_close(hs.double(), ref, rtol=0, atol=2e-6)
+    for name, g, r in zip(("xproj", "h0", "c0", "w_hh"), grads, ref_grads, strict=True):
+        torch.testing.assert_close(g.double(), r, rtol=1e-5, atol=2e-5, msg=name)
+
+
+def test_forward_returns_the_gates_and_states_it_documents() -> None:
+    xproj, keep, h0, c0, w_hh, _ = inputs(6, 7, 12, 0.3, seed=3)
+    acts, cs, tcs, hs = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
+    hid = 12
+    h, c = h0, c0
+    for t in range(6):
+        h, c = h * keep[t, :, None], c * keep[t, :, None]
+        z = xproj[t] + h @ w_hh.T
+        i, f = z[:, :hid].sigmoid(), z[:, hid : 2 * hid].sigmoid()
+        g, o = z[:, 2 * hid : 3 * hid].tanh(), z[:, 3 * hid :].sigmoid()
+        c = f * c + i * g
+        h = o * c.tanh()
+        torch.testing.assert_close(acts[t], torch.cat((i, f, g, o), 1), rtol=0, atol=1e-6)
+        torch.testing.assert_close(cs[t], c, rtol=0, atol=2e-6)
+        torch.testing.assert_close(tcs[t], c.tanh(), rtol=0, atol=1e-6)
+        torch.testing.assert_close(hs[t], h, rtol=0, atol=1e-6)
+
+
+def test_results_do_not_depend_on_the_thread_count() -> None:
+    """Threads split the rows, never a sum: one and two threads give the same bits."""
+    xproj, keep, h0, c0, w_hh, weights = inputs(10, 24, 32, 0.1, seed=5)
+    results = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            acts, cs, tcs, hs = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
+            back = lstm_cpu.backward(weights, acts, keep, c0, w_hh, cs, tcs)
+            results.append((acts, cs, tcs, hs, *back))
+    finally:
+        torch.set_num_threads(before)
+    for one, two in zip(*results, strict=True):
+        assert torch.equal(one, two)
+
+
+def test_an_lstm_wider_than_the_kernel_takes_is_refused() -> None:
+    xproj = torch.zeros(1, 1, 4 * (lstm_cpu.MAX_HIDDEN + 1))
+    h = torch.zeros(1, lstm_cpu.MAX_HIDDEN + 1)
+    w = torch.zeros(4 * (lstm_cpu.MAX_HIDDEN + 1), lstm_cpu.MAX_HIDDEN + 1)
+    with pytest.raises(ValueError, match="at most 1024 units"):
+        lstm_cpu.forward(xproj, torch.ones(1, 1), h, h, w)
+
+
+def test_usable_takes_float32_cpu_tensors_and_sizes_the_kernel_takes() -> None:
+    w_hh = torch.zeros(16, 4)
+    assert lstm_cpu.usable(w_hh, torch.zeros(2), torch.zeros(2, 3))
+    assert not lstm_cpu.usable(w_hh, torch.zeros(2, dtype=torch.float64))
+    assert not lstm_cpu.usable(w_hh.bfloat16())
+    assert not lstm_cpu.usable(torch.zeros(4 * 1025, 1025))
