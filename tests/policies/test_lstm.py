@@ -144,3 +144,23 @@ def test_act_through_the_compiled_kernel_equals_act_through_torch_ops() -> None:
         torch.testing.assert_close(v32.double(), v64, rtol=0, atol=1e-5)
         for s32, s64 in zip(state32, state64, strict=True):
             torch.testing.assert_close(s32.double(), s64, rtol=0, atol=1e-5)
+
+
+def test_act_inside_acting_uses_the_weights_of_that_stretch_and_sees_later_changes() -> None:
+    """``acting()`` derives the rollout step's weights once; the next stretch (after an update
+    changed the weights) derives them again, and act outside any stretch agrees with both."""
+    torch.manual_seed(5)
+    policy = LSTMActorCritic(spec(), (8,), 12)
+    obs, state = torch.randn(4, 3), policy.initial_state(4)
+    for _ in range(2):
+        with torch.no_grad(), policy.acting():
+            _, lp_in, v_in, _ = policy.act(obs, state, None, None, torch.Generator().manual_seed(0))
+        _, lp_out, v_out, _ = policy.act(obs, state, None, None, torch.Generator().manual_seed(0))
+        torch.testing.assert_close(lp_in, lp_out, rtol=0, atol=0)
+        torch.testing.assert_close(v_in, v_out, rtol=0, atol=0)
+        with torch.no_grad():
+            policy.lstm.weight_hh.mul_(1.5)  # as an optimizer step between rollouts would
+            policy.lstm.weight_ih.mul_(3.0)
+    with torch.no_grad(), policy.acting():
+        _, _, v_after, _ = policy.act(obs, state, None, None, None)
+    assert not torch.allclose(v_after, v_in)

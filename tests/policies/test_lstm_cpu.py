@@ -103,3 +103,20 @@ def test_usable_takes_float32_cpu_tensors_and_sizes_the_kernel_takes() -> None:
     assert not lstm_cpu.usable(w_hh, torch.zeros(2, dtype=torch.float64))
     assert not lstm_cpu.usable(w_hh.bfloat16())
     assert not lstm_cpu.usable(torch.zeros(4 * 1025, 1025))
+
+
+@pytest.mark.parametrize("batch, features, hidden", [(64, 64, 64), (5, 2, 16), (13, 20, 20)])
+def test_step_equals_projection_then_one_forward_step(batch, features, hidden) -> None:
+    """The rollout step (projection fused in) against the torch projection + :func:`forward`
+    over one step, with resets."""
+    gen = torch.Generator().manual_seed(batch)
+    x = torch.randn(batch, features, generator=gen)
+    w_ih = torch.randn(4 * hidden, features, generator=gen) / features**0.5
+    bias = torch.randn(4 * hidden, generator=gen)
+    _, keep, h, c, w_hh, _ = inputs(1, batch, hidden, 0.3, seed=batch)
+    w_cat_t = torch.cat((w_ih, w_hh), 1).T.contiguous()
+    h1, c1 = lstm_cpu.step(x, keep[0], h, c, w_cat_t, bias)
+    xproj = torch.addmm(bias, x, w_ih.T).unsqueeze(0)
+    _, cs, _, hs = lstm_cpu.forward(xproj, keep, h, c, w_hh)
+    torch.testing.assert_close(h1, hs[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(c1, cs[0], rtol=0, atol=1e-6)

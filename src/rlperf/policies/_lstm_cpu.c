@@ -43,6 +43,7 @@ typedef float v8f __attribute__((vector_size(32), aligned(4)));
 #define TILE_ROWS 4
 #define TILE_COLS 16 /* two v8f */
 #define MAX_HIDDEN 1024
+#define MAX_FEATURES 4096 /* step: input features */
 
 /* exp(x) by range reduction and a degree-6 polynomial (Cephes expf's coefficients, ~1 ulp on
  * the clamped range). Plain arithmetic and bit moves, so the element loops below vectorise;
@@ -161,6 +162,9 @@ static inline void cell_backward(int hid, const float *restrict ai, const float 
 
 typedef struct {
     int t_len, batch, hid;
+    int in_features;              /* step: F */
+    const float *x, *w_cat_t, *bias; /* step: x (B, F), [W_ih W_hh]^T (F + H, 4H), b (4H) */
+    float *h_out, *c_out;         /* step: (B, H) */
     const float *xproj;
     float *acts;
     const float *keep, *h0, *c0, *w_t, *w;
@@ -234,6 +238,30 @@ HOT static void backward_rows(const Seq *s, int r0, int r1) {
     }
 }
 
+/* Rows [r0, r1), one rollout step with the input projection fused in:
+ * z = b + [x, keep h] [W_ih W_hh]^T, then the cell. Nothing but h_out and c_out is kept. */
+HOT static void step_rows(const Seq *s, int r0, int r1) {
+    const int hid = s->hid, four = 4 * hid, f_in = s->in_features, k_len = f_in + hid;
+    float xh[TILE_ROWS * (MAX_FEATURES + MAX_HIDDEN)];
+    float z[TILE_ROWS * 4 * MAX_HIDDEN];
+    float tc[MAX_HIDDEN];
+    for (int rb = r0; rb < r1; rb += TILE_ROWS) {
+        const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
+        memset(xh, 0, sizeof(float) * TILE_ROWS * k_len);
+        for (int r = 0; r < rows; r++) {
+            const float kr = s->keep[rb + r];
+            const float *h = s->h0 + (size_t)(rb + r) * hid;
+            memcpy(xh + r * k_len, s->x + (size_t)(rb + r) * f_in, sizeof(float) * f_in);
+            for (int u = 0; u < hid; u++) xh[r * k_len + f_in + u] = h[u] * kr;
+        }
+        for (int r = 0; r < rows; r++) memcpy(z + r * four, s->bias, sizeof(float) * four);
+        gemm_tile_acc(rows, k_len, four, xh, k_len, s->w_cat_t, z, four);
+        for (int r = 0; r < rows; r++)
+            cell_forward(hid, z + r * four, s->c0 + (size_t)(rb + r) * hid, s->keep[rb + r],
+                         s->c_out + (size_t)(rb + r) * hid, tc, s->h_out + (size_t)(rb + r) * hid);
+    }
+}
+
 typedef void (*RowsFn)(const Seq *, int, int);
 
 /* Split the rows over `threads` OpenMP threads in blocks that are whole tiles. */
@@ -304,11 +332,30 @@ static PyObject *py_backward(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* step(B, F, H, threads, x, keep, h, c, w_cat_t, bias, h_out, c_out) */
+static PyObject *py_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long d[4];
+    void *p[8];
+    if (parse(args, nargs, 12, d, 4, p) < 0) return NULL;
+    if (d[1] < 1 || d[1] > MAX_FEATURES) {
+        PyErr_Format(PyExc_ValueError, "input features %ld outside 1..%d", d[1], MAX_FEATURES);
+        return NULL;
+    }
+    Seq s = {.t_len = 1, .batch = (int)d[0], .in_features = (int)d[1], .hid = (int)d[2],
+             .x = p[0], .keep = p[1], .h0 = p[2], .c0 = p[3], .w_cat_t = p[4], .bias = p[5],
+             .h_out = p[6], .c_out = p[7]};
+    Py_BEGIN_ALLOW_THREADS run_rows(step_rows, &s, (int)d[3]);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"forward", (PyCFunction)(void (*)(void))py_forward, METH_FASTCALL,
      "forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs): pointers as ints"},
     {"backward", (PyCFunction)(void (*)(void))py_backward, METH_FASTCALL,
      "backward(T, B, H, threads, acts, keep, c0, w, cs, tcs, grad_hs, grad_z, dh0, dc0)"},
+    {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL,
+     "step(B, F, H, threads, x, keep, h, c, w_cat_t, bias, h_out, c_out): one rollout step"},
     {NULL, NULL, 0, NULL},
 };
 

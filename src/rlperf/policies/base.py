@@ -10,6 +10,10 @@ Shapes: ``B`` environments (or samples), ``T`` steps. Observations arrive in the
   policy zeroes its state there *before* using it. Returns actions, their log-probabilities
   (B,), values (B,) and the next state.
 - ``value(obs, state, done)``: the critic alone (bootstrap values), (B,).
+- ``acting()``: a context manager around a stretch of ``act`` / ``value`` calls during which
+  the parameters do not change (the trainer's rollout). A policy may derive weights for fast
+  inference once on entry (the LSTM's fused rollout step); outside it ``act`` stays correct,
+  deriving them per call. The default does nothing.
 - ``evaluate(obs_seq, actions_seq, state0, dones_seq, mask_seq)``: log-probabilities, entropies
   and values, each (T, B), under autograd, for ``(T, B, ...)`` sequences. A feed-forward policy
   sees ``T * B`` independent rows; a recurrent one unrolls from ``state0`` over T, resetting its
@@ -20,6 +24,8 @@ offers ``forward_train`` / ``backward`` / ``output_grad_views`` / ``flat`` (see 
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch import nn
@@ -42,6 +48,9 @@ class ActorCritic(nn.Module):
 
     def initial_state(self, num_envs: int) -> State:
         return ()
+
+    def acting(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
 
     def act(
         self,

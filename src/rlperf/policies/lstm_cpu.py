@@ -26,6 +26,7 @@ except ImportError:  # built without a C compiler: the torch recurrence serves
     _kernel = None
 
 MAX_HIDDEN = 1024  # the kernel's per-thread scratch is sized for this many units
+MAX_FEATURES = 4096  # and for this many input features in step()
 
 
 def available() -> bool:
@@ -108,6 +109,41 @@ def backward(
         dh0.data_ptr(), dc0.data_ptr(),
     )  # fmt: skip
     return grad_z, dh0, dc0
+
+
+def step(
+    x: torch.Tensor,
+    keep: torch.Tensor,
+    h: torch.Tensor,
+    c: torch.Tensor,
+    w_cat_t: torch.Tensor,
+    bias: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One rollout step with the input projection inside the kernel (no ``(B, 4H)`` gate
+    tensor, no separate matmul): ``z = bias + [x, keep h] @ w_cat_t``, then the cell.
+
+    Args:
+        x: (B, F) encoder features; keep: (B,); h, c: (B, H).
+        w_cat_t: (F + H, 4H), ``torch.cat((W_ih, W_hh), 1).T`` contiguous (see
+            :meth:`~rlperf.policies.lstm.LSTMCore.step_weights`); bias: (4H,).
+
+    Returns:
+        h, c after the step, (B, H) each.
+    """
+    b, f_in = x.shape
+    hid = h.shape[1]
+    if f_in > MAX_FEATURES or hid > MAX_HIDDEN:
+        raise ValueError(
+            f"the CPU LSTM step takes at most {MAX_FEATURES} features and {MAX_HIDDEN} units, "
+            f"got {f_in} and {hid}"
+        )
+    x, keep, h, c = x.contiguous(), keep.contiguous(), h.contiguous(), c.contiguous()
+    h_out, c_out = torch.empty_like(h), torch.empty_like(c)
+    _kernel.step(
+        b, f_in, hid, _threads(b), x.data_ptr(), keep.data_ptr(), h.data_ptr(), c.data_ptr(),
+        w_cat_t.data_ptr(), bias.data_ptr(), h_out.data_ptr(), c_out.data_ptr(),
+    )  # fmt: skip
+    return h_out, c_out
 
 
 class LSTMUnrollCPU(torch.autograd.Function):

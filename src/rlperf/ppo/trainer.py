@@ -279,7 +279,8 @@ class Trainer:
         state = self.state
         supervised = self.phase == SUPERVISED
         lead = self.rollout_lead = self.teacher_lead_now()
-        with torch.inference_mode():
+        # The parameters do not change during a rollout: the policy may prepare for that.
+        with torch.inference_mode(), policy.acting():
             for t in range(buf.num_steps):
                 if recurrent:
                     buf.store_state(t, state)
