@@ -1,8 +1,10 @@
-"""Builds the one compiled part of rlperf: the LSTM recurrence on the CPU.
+"""Builds the compiled parts of rlperf: the LSTM recurrence and the categorical PPO loss on the
+CPU (float32; the small-batch hot paths where torch's per-op cost dominates).
 
-Everything else is in pyproject.toml. The extension is optional: where no C compiler (or no
-OpenMP) is available the install still succeeds and the LSTM runs its torch implementation
-(``rlperf.policies.lstm_cpu.available()`` says which).
+Everything else is in pyproject.toml. The extensions are optional: where no C compiler (or no
+OpenMP) is available the install still succeeds and the torch implementations run instead
+(``rlperf.policies.lstm_cpu.available()`` and ``rlperf.ppo.loss.compiled_loss_available()``
+say which).
 """
 
 import sys
@@ -23,6 +25,12 @@ setup(
             extra_compile_args=COMPILE_ARGS,
             extra_link_args=openmp,
             optional=True,
-        )
+        ),
+        Extension(
+            "rlperf.ppo._loss_cpu",
+            ["src/rlperf/ppo/_loss_cpu.c"],
+            extra_compile_args=COMPILE_ARGS,
+            optional=True,
+        ),
     ]
 )

@@ -103,11 +103,11 @@ def test_ppo_loss_forward_writes_into_the_policys_gradient_buffers() -> None:
     assert grad_logits.data_ptr() == views_logits.data_ptr()
     assert grad_logits.stride() == views_logits.stride()
     assert grad_value.data_ptr() == views_value.data_ptr()
-    # Every call writes its statistics into that one scratch (a fresh tensor per call would
-    # leave these NaNs in place).
+    # On the CPU in float32 the compiled loss keeps the per-sample statistics in registers: the
+    # scratch the torch version fills is left alone, and the statistics come out finite.
     stat_rows.fill_(float("nan"))
-    ready.run()
-    assert torch.isfinite(stat_rows).all()
+    stats, _, _, _ = ready.run()
+    assert torch.isnan(stat_rows).all() and torch.isfinite(stats).all()
 
 
 def test_e2e_cases_train_more_steps_on_every_call():

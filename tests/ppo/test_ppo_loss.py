@@ -30,7 +30,9 @@ from rlperf.ppo.loss import (
     LOGGED_STATS,
     STAT_NAMES,
     LossCoefs,
+    compiled_loss_available,
     discrete_ppo_loss_and_head_grads,
+    discrete_ppo_loss_and_head_grads_torch,
     finalize_stats,
     normalize_advantages,
     ppo_loss,
@@ -68,13 +70,19 @@ def log(values: list[float]) -> torch.Tensor:
     return torch.tensor([math.log(v) for v in values], dtype=torch.float64)
 
 
-def assert_stats(stats: torch.Tensor, coefs: LossCoefs, expected: dict[str, float]) -> None:
+def assert_stats(
+    stats: torch.Tensor,
+    coefs: LossCoefs,
+    expected: dict[str, float],
+    rtol: float = 1e-12,
+    atol: float = 1e-12,
+) -> None:
     """Compare the figures the trainer logs from a stats vector with hand-computed ones."""
     assert stats.shape == (len(STAT_NAMES),)
     got = finalize_stats(stats.tolist(), coefs)
     assert tuple(got) == LOGGED_STATS
     for name, value in expected.items():
-        assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
+        assert got[name] == pytest.approx(value, rel=rtol, abs=max(atol, 1e-12)), name
 
 
 def hand_stats(clip_vloss: bool, mean_entropy: float) -> dict[str, float]:
@@ -111,21 +119,27 @@ def binary_entropy(p: float) -> float:
     return -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64-torch", "f32-compiled"])
 @pytest.mark.parametrize("clip_vloss", [True, False])
-def test_analytic_loss_and_head_gradients_by_hand(clip_vloss: bool) -> None:
-    """Two actions; the taken one (action 0 or 1, alternating) has probability NEW_P."""
+def test_analytic_loss_and_head_gradients_by_hand(clip_vloss: bool, dtype) -> None:
+    """Two actions; the taken one (action 0 or 1, alternating) has probability NEW_P. In
+    float32 on the CPU the compiled loop runs, in float64 the torch ops."""
     coefs = LossCoefs(0.2, clip_vloss, 0.01, 0.5)
     actions = torch.tensor([0, 1, 0, 1])
     probs = [
         [p, 1 - p] if a == 0 else [1 - p, p] for p, a in zip(NEW_P, actions.tolist(), strict=True)
     ]
-    logits = torch.tensor([[math.log(q) for q in row] for row in probs], dtype=torch.float64)
+    logits = torch.tensor([[math.log(q) for q in row] for row in probs], dtype=dtype)
     stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
-        logits, t(NEW_V), actions, log(OLD_P), t(ADV), t(RET), t(OLD_V), coefs
-    )
+        logits, *(x.to(dtype) for x in (t(NEW_V),)), actions,
+        *(x.to(dtype) for x in (log(OLD_P), t(ADV), t(RET), t(OLD_V))), coefs,
+    )  # fmt: skip
     entropies = [binary_entropy(p) for p in NEW_P]
-    assert_stats(stats, coefs, hand_stats(clip_vloss, mean_entropy=sum(entropies) / B))
-    torch.testing.assert_close(grad_value, t(GRAD_VALUE[clip_vloss]), rtol=1e-12, atol=1e-15)
+    if dtype == torch.float32:
+        stats, grad_logits, grad_value = stats.double(), grad_logits.double(), grad_value.double()
+    tol = {"rtol": 1e-12, "atol": 1e-15} if dtype == torch.float64 else {"rtol": 0, "atol": 1e-6}
+    assert_stats(stats, coefs, hand_stats(clip_vloss, mean_entropy=sum(entropies) / B), **tol)
+    torch.testing.assert_close(grad_value, t(GRAD_VALUE[clip_vloss]), **tol)
     # Chain rule per logit j: d logp(a)/d logit_j = [j == a] - p_j, and the entropy bonus
     # -ent_coef * mean(H) has d/d logit_j = (ent_coef / B) * p_j * (log p_j + H).
     expected = [
@@ -136,7 +150,55 @@ def test_analytic_loss_and_head_gradients_by_hand(clip_vloss: bool) -> None:
         ]
         for i, (row, a) in enumerate(zip(probs, actions.tolist(), strict=True))
     ]
-    torch.testing.assert_close(grad_logits, torch.tensor(expected, dtype=torch.float64))
+    torch.testing.assert_close(grad_logits, torch.tensor(expected, dtype=torch.float64), **tol)
+
+
+def random_batch(n: int, num_actions: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    logits = 2.0 * torch.randn(n, num_actions, generator=gen)
+    value = torch.randn(n, generator=gen)
+    actions = torch.randint(0, num_actions, (n,), generator=gen)
+    logp = torch.log_softmax(logits, 1).gather(1, actions[:, None])[:, 0]
+    # Old log-probs and values on both sides of every clip.
+    oldlogp = logp + 0.4 * torch.randn(n, generator=gen)
+    adv = torch.randn(n, generator=gen)
+    ret = value + torch.randn(n, generator=gen)
+    oldv = value + 0.5 * torch.randn(n, generator=gen)
+    return logits, value, actions, oldlogp, adv, ret, oldv
+
+
+@pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
+@pytest.mark.parametrize("n, num_actions", [(1, 1), (7, 2), (512, 2), (300, 5)])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_compiled_loss_equals_the_torch_ops(n, num_actions, clip_vloss, layout) -> None:
+    """The compiled loop against the torch version, float32, random batches that cross every
+    clip branch; "strided" reads the inputs as the MLP and the packed table hold them (logits
+    a transposed view, per-sample columns of one table) and writes into strided views."""
+    assert compiled_loss_available(), "rlperf.ppo._loss_cpu is missing: pip install -e ."
+    coefs = LossCoefs(0.2, clip_vloss, 0.01, 0.5)
+    batch = random_batch(n, num_actions, seed=n + num_actions)
+    outs = {}
+    if layout == "strided":
+        logits_t = batch[0].T.contiguous()
+        table = torch.stack([batch[i] for i in (1, 3, 4, 5, 6)], 1).contiguous()
+        batch = (logits_t.T, table[:, 0], batch[2], *table[:, 1:].unbind(1))
+        grad_buf = torch.empty(num_actions + 1, n)
+        outs = {"grad_logits_out": grad_buf[:num_actions].T, "grad_value_out": grad_buf[-1]}
+    fast = discrete_ppo_loss_and_head_grads(*batch, coefs, **outs)
+    if outs:
+        assert fast[1].data_ptr() == outs["grad_logits_out"].data_ptr()
+        assert fast[2].data_ptr() == outs["grad_value_out"].data_ptr()
+    fast = tuple(x.clone() for x in fast)
+    reference = discrete_ppo_loss_and_head_grads_torch(*batch, coefs)
+    for name, f, r in zip(("stats", "grad_logits", "grad_value"), fast, reference, strict=True):
+        torch.testing.assert_close(f, r, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_compiled_loss_refuses_an_action_out_of_range() -> None:
+    logits, value, actions, *rest = random_batch(6, 3, seed=0)
+    actions[4] = 3
+    with pytest.raises(ValueError, match="action 3 of row 4 is outside 0..2"):
+        discrete_ppo_loss_and_head_grads(logits, value, actions, *rest, COEFS)
 
 
 def test_zero_coefficients_leave_only_the_policy_term() -> None:

@@ -26,6 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
+try:
+    from rlperf.ppo import _loss_cpu as _loss_kernel
+except ImportError:  # built without a C compiler: the torch version serves
+    _loss_kernel = None
+
 # Per-sample quantities averaged into the device-side statistics vector, in this order.
 STAT_NAMES = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
 # Figures finalize_stats reports, in this order.
@@ -115,6 +120,66 @@ def discrete_ppo_loss_and_head_grads(
     stat_rows_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The PPO loss of a categorical policy and its gradient w.r.t. logits and values.
+
+    Same arguments and results as :func:`discrete_ppo_loss_and_head_grads_torch` (its docstring
+    has the derivation). On the CPU in float32 it runs the compiled loop of ``_loss_cpu.c``:
+    one pass over the rows instead of ~30 torch ops (LSTM minibatch of 512 rows, 2 threads:
+    ~200 -> ~15 us), else the torch version; the two are tested against each other.
+    """
+    if not _compiled_loss_applies(logits, newvalue, actions, oldlogprob, advantages, returns,
+                                  oldvalues):  # fmt: skip
+        return discrete_ppo_loss_and_head_grads_torch(
+            logits, newvalue, actions, oldlogprob, advantages, returns, oldvalues, coefs,
+            grad_logits_out, grad_value_out, stat_rows_out,
+        )  # fmt: skip
+    n, num_actions = logits.shape
+    grad_logits = torch.empty_like(logits) if grad_logits_out is None else grad_logits_out
+    grad_value = torch.empty_like(newvalue) if grad_value_out is None else grad_value_out
+    stats = logits.new_empty(len(STAT_NAMES))
+    ins = (logits, newvalue, actions, oldlogprob, advantages, returns, oldvalues)
+    _loss_kernel.loss(
+        n, num_actions, int(coefs.clip_vloss), *logits.stride(),
+        *(t.stride(0) for t in ins[1:]), *grad_logits.stride(), grad_value.stride(0),
+        float(coefs.clip_coef), float(coefs.ent_coef), float(coefs.vf_coef),
+        *(t.data_ptr() for t in ins), grad_logits.data_ptr(), grad_value.data_ptr(),
+        stats.data_ptr(),
+    )  # fmt: skip
+    return stats, grad_logits, grad_value
+
+
+def compiled_loss_available() -> bool:
+    """Whether the compiled loss (``rlperf.ppo._loss_cpu``) was built and imported."""
+    return _loss_kernel is not None
+
+
+def _compiled_loss_applies(logits: torch.Tensor, *others: torch.Tensor) -> bool:
+    actions = others[1]
+    floats = (logits, others[0], *others[2:])
+    return (
+        _loss_kernel is not None
+        and logits.dim() == 2
+        and actions.dtype == torch.int64
+        and actions.device.type == "cpu"
+        and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in floats)
+    )
+
+
+@torch.no_grad()
+def discrete_ppo_loss_and_head_grads_torch(
+    logits: torch.Tensor,
+    newvalue: torch.Tensor,
+    actions: torch.Tensor,
+    oldlogprob: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    oldvalues: torch.Tensor,
+    coefs: LossCoefs,
+    grad_logits_out: torch.Tensor | None = None,
+    grad_value_out: torch.Tensor | None = None,
+    stat_rows_out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The PPO loss of a categorical policy and its gradient w.r.t. logits and values, as
+    torch ops (any device and dtype; the reference of the compiled loop).
 
     Args:
         logits: (B, A) actor outputs; newvalue: (B,) critic outputs; actions: (B,) int64;
