@@ -4,6 +4,7 @@
                                                         # rollout and BPTT 8), sb3, cleanrl
     python benchmarks/lstm_sps.py --rounds 9 --impls rlperf,sb3 --json lstm.json
     python benchmarks/lstm_sps.py --impls rlperf,sb3,sb3-enc,cleanrl   # + sb3 with an encoder
+    python benchmarks/lstm_sps.py --impls rlperf,sb3 --base-src /tmp/old/src  # + rlperf-base
 
 What it measures: training steps per second (environment steps / wall seconds, on the CPU with
 ``--threads`` torch intra-op threads, default 2) of recurrent PPO with 64 environments x 32 steps
@@ -114,14 +115,18 @@ NUM_MINIBATCHES, UPDATE_EPOCHS = 4, 4
 LR, GAMMA, GAE_LAMBDA, CLIP, ENT_COEF, VF_COEF, MAX_GRAD_NORM = (
     2.5e-3, 0.99, 0.95, 0.2, 0.01, 0.5, 0.5
 )  # fmt: skip
-IMPLS = ("rlperf", "rlperf-bptt8", "sb3", "sb3-enc", "cleanrl")
+IMPLS = ("rlperf", "rlperf-base", "rlperf-bptt8", "sb3", "sb3-enc", "cleanrl")
 # Iterations per process (2 warm-up + timed): about 4-8 s of timed work at the speeds seen on a
-# 2-core machine with 2 threads (sb3 ~3,000-5,000 SPS, cleanrl ~5,000, rlperf ~13,000).
-DEFAULT_ITERS = {"rlperf": 40, "rlperf-bptt8": 40, "sb3": 14, "sb3-enc": 14, "cleanrl": 16}
+# 2-core machine with 2 threads (sb3 ~5,000-6,000 SPS, cleanrl ~6,500, rlperf ~50,000 with its
+# compiled kernels, ~20,000 without).
+DEFAULT_ITERS = {
+    "rlperf": 120, "rlperf-base": 60, "rlperf-bptt8": 120, "sb3": 14, "sb3-enc": 14,
+    "cleanrl": 16,
+}  # fmt: skip
 # Ratios printed when both sides ran: (numerator, denominator).
 RATIOS = (
-    ("rlperf", "sb3"), ("rlperf", "sb3-enc"), ("rlperf", "cleanrl"), ("rlperf-bptt8", "sb3"),
-    ("rlperf-bptt8", "cleanrl"), ("cleanrl", "sb3"),
+    ("rlperf", "rlperf-base"), ("rlperf", "sb3"), ("rlperf", "sb3-enc"), ("rlperf", "cleanrl"),
+    ("rlperf-bptt8", "sb3"), ("rlperf-bptt8", "cleanrl"), ("cleanrl", "sb3"),
 )  # fmt: skip
 
 
@@ -540,7 +545,7 @@ def worker_cleanrl(total: int, threads: int, seed: int) -> dict:
 
 def run_worker(args: argparse.Namespace) -> None:
     impl, total, threads, seed = args.worker, args.total_steps, args.threads, args.seed
-    if impl == "rlperf":
+    if impl in ("rlperf", "rlperf-base"):  # rlperf-base: another src/ first on the path
         result = worker_rlperf(total, threads, seed)
     elif impl == "rlperf-bptt8":
         result = worker_rlperf(total, threads, seed, bptt_horizon=8)
@@ -554,10 +559,13 @@ def run_worker(args: argparse.Namespace) -> None:
 
 
 # -- driver -------------------------------------------------------------------------------------
-def measure(impl: str, total: int, threads: int, seed: int) -> dict:
+def measure(impl: str, total: int, threads: int, seed: int, base_src: str | None) -> dict:
+    env = dict(os.environ)
+    if impl == "rlperf-base":
+        env["PYTHONPATH"] = base_src + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, __file__, "--worker", impl, "--total-steps", str(total),
            "--threads", str(threads), "--seed", str(seed)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
         raise SystemExit(f"lstm_sps.py: error: {impl} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -608,12 +616,18 @@ def main() -> None:
                     f"iterations of {BATCH} (0: per-implementation default)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=1, help="seed of round 1 (round r: seed + r - 1)")
     ap.add_argument("--json", help="write all samples to this file")
+    ap.add_argument("--base-src", help="a src/ tree of an older rlperf (with its C extensions "
+                    "built in place, if it has any), run as rlperf-base: before/after")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         run_worker(args)
         return
-    impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    impls = [i.strip() for i in args.impls.split(",") if i.strip() and i.strip() != "rlperf-base"]
+    if args.base_src:
+        if not os.path.isfile(os.path.join(args.base_src, "rlperf", "__init__.py")):
+            ap.error(f"--base-src {args.base_src}: no rlperf package there")
+        impls.insert(1, "rlperf-base")
     unknown = [i for i in impls if i not in IMPLS]
     if unknown or not impls:
         ap.error(f"unknown implementation(s) {unknown}; choose from {', '.join(IMPLS)}")
@@ -629,7 +643,7 @@ def main() -> None:
         # Alternate the order so that no implementation always runs first after another.
         for impl in impls if r % 2 == 0 else impls[::-1]:
             total = total_steps(impl, args.total_steps)
-            sample = measure(impl, total, args.threads, args.seed + r)
+            sample = measure(impl, total, args.threads, args.seed + r, args.base_src)
             sample["total_steps"] = total
             results[impl].append(sample)
             print(f"  round {r + 1}/{args.rounds} {impl:<8} {sample['sps']:>10,.0f} SPS",

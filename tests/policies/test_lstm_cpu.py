@@ -56,11 +56,13 @@ def test_kernel_matches_the_torch_recurrence_and_its_gradients(t_len, batch, hid
 
 def test_forward_returns_the_gates_and_states_it_documents() -> None:
     xproj, keep, h0, c0, w_hh, _ = inputs(6, 7, 12, 0.3, seed=3)
-    acts, cs, tcs, hs = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
+    acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
     hid = 12
     h, c = h0, c0
     for t in range(6):
         h, c = h * keep[t, :, None], c * keep[t, :, None]
+        start = (hs[t - 1] if t else h0) * keep[t, :, None]  # the kernel's own h, reset
+        torch.testing.assert_close(hprev[t], start, rtol=0, atol=0)
         z = xproj[t] + h @ w_hh.T
         i, f = z[:, :hid].sigmoid(), z[:, hid : 2 * hid].sigmoid()
         g, o = z[:, 2 * hid : 3 * hid].tanh(), z[:, 3 * hid :].sigmoid()
@@ -80,9 +82,9 @@ def test_results_do_not_depend_on_the_thread_count() -> None:
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            acts, cs, tcs, hs = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
+            acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
             back = lstm_cpu.backward(weights, acts, keep, c0, w_hh, cs, tcs)
-            results.append((acts, cs, tcs, hs, *back))
+            results.append((acts, cs, tcs, hs, hprev, *back))
     finally:
         torch.set_num_threads(before)
     for one, two in zip(*results, strict=True):
@@ -117,6 +119,6 @@ def test_step_equals_projection_then_one_forward_step(batch, features, hidden) -
     w_cat_t = torch.cat((w_ih, w_hh), 1).T.contiguous()
     h1, c1 = lstm_cpu.step(x, keep[0], h, c, w_cat_t, bias)
     xproj = torch.addmm(bias, x, w_ih.T).unsqueeze(0)
-    _, cs, _, hs = lstm_cpu.forward(xproj, keep, h, c, w_hh)
+    _, cs, _, hs, _ = lstm_cpu.forward(xproj, keep, h, c, w_hh)
     torch.testing.assert_close(h1, hs[0], rtol=0, atol=1e-6)
     torch.testing.assert_close(c1, cs[0], rtol=0, atol=1e-6)

@@ -17,6 +17,8 @@
  *   w_t    (H, 4H)     W_hh^T (forward)
  *   w      (4H, H)     W_hh (backward)
  *   cs, tcs, hs (T, B, H)  c_t, tanh(c_t), h_t
+ *   hprev  (T, B, H)  out (forward): keep_t h_{t-1}, the state each step starts from, which
+ *                      dW_hh = sum_t dz_t^T hprev_t needs (saves a concatenation and a product)
  *   grad_hs (T, B, H)  dL/dh_t from above; grad_z (T, B, 4H) out: dL/d(gate pre-activations)
  *   dh0, dc0 (B, H)    out: dL/dh0, dL/dc0 (also the running carries during the sweep)
  * Gate order i, f, g, o (nn.LSTM's).
@@ -168,7 +170,7 @@ typedef struct {
     const float *xproj;
     float *acts;
     const float *keep, *h0, *c0, *w_t, *w;
-    float *cs, *tcs, *hs;
+    float *cs, *tcs, *hs, *hprev;
     const float *grad_hs;
     float *grad_z, *dh0, *dc0;
 } Seq;
@@ -187,6 +189,7 @@ HOT static void forward_rows(const Seq *s, int r0, int r1) {
             memset(hp, 0, sizeof(float) * TILE_ROWS * hid);
             for (int r = 0; r < rows; r++)
                 for (int u = 0; u < hid; u++) hp[r * hid + u] = h_prev[r * hid + u] * keep[r];
+            memcpy(s->hprev + ((size_t)t * b + rb) * hid, hp, sizeof(float) * (size_t)rows * hid);
             float *z = s->acts + ((size_t)t * b + rb) * four;
             memcpy(z, s->xproj + ((size_t)t * b + rb) * four, sizeof(float) * (size_t)rows * four);
             gemm_tile_acc(rows, hid, four, hp, hid, s->w_t, z, four);
@@ -306,15 +309,15 @@ static int parse(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long 
     return 0;
 }
 
-/* forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs) */
+/* forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs, hprev) */
 static PyObject *py_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long d[4];
-    void *p[9];
-    if (parse(args, nargs, 13, d, 4, p) < 0) return NULL;
+    void *p[10];
+    if (parse(args, nargs, 14, d, 4, p) < 0) return NULL;
     Seq s = {.t_len = (int)d[0], .batch = (int)d[1], .hid = (int)d[2], .xproj = p[0],
              .acts = p[1], .keep = p[2], .h0 = p[3], .c0 = p[4], .w_t = p[5], .cs = p[6],
-             .tcs = p[7], .hs = p[8]};
+             .tcs = p[7], .hs = p[8], .hprev = p[9]};
     Py_BEGIN_ALLOW_THREADS run_rows(forward_rows, &s, (int)d[3]);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
@@ -351,7 +354,7 @@ static PyObject *py_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 static PyMethodDef methods[] = {
     {"forward", (PyCFunction)(void (*)(void))py_forward, METH_FASTCALL,
-     "forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs): pointers as ints"},
+     "forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs, hprev): pointers"},
     {"backward", (PyCFunction)(void (*)(void))py_backward, METH_FASTCALL,
      "backward(T, B, H, threads, acts, keep, c0, w, cs, tcs, grad_hs, grad_z, dh0, dc0)"},
     {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL,

@@ -239,12 +239,12 @@ class LSTMTrainCache:
 
     layers: list[torch.Tensor]  # encoder input (N, obs_dim), then each tanh output (N, width)
     keep: torch.Tensor  # (T, B)
-    h0: torch.Tensor  # (B, H)
     c0: torch.Tensor  # (B, H)
     acts: torch.Tensor  # (T, B, 4H) gate activations
     cs: torch.Tensor  # (T, B, H)
     tcs: torch.Tensor  # (T, B, H)
     hs: torch.Tensor  # (T, B, H)
+    hprev: torch.Tensor  # (T, B, H): keep_t h_{t-1}
     grad_out: torch.Tensor  # (N, K + 1): d loss / d (logits, value), written by the loss
 
 
@@ -365,10 +365,10 @@ class LSTMActorCritic(ActorCritic):
         else:
             keep = 1.0 - dones_seq.to(xproj.dtype)
         h0, c0 = state0
-        acts, cs, tcs, hs = lstm_cpu.forward(xproj, keep, h0, c0, lstm.weight_hh)
+        acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, lstm.weight_hh)
         out = torch.addmm(heads.bias, hs.view(t_len * b, -1), heads.weight.T)
         k = self.out.num_outputs
-        cache = LSTMTrainCache(layers, keep, h0, c0, acts, cs, tcs, hs, torch.empty_like(out))
+        cache = LSTMTrainCache(layers, keep, c0, acts, cs, tcs, hs, hprev, torch.empty_like(out))
         return out[:, :k], out[:, k], cache
 
     @staticmethod
@@ -395,8 +395,7 @@ class LSTMActorCritic(ActorCritic):
         )
         grad_z = grad_z.view(n, four_h)
         # dW_hh = sum_t dz_t^T (keep_t h_{t-1}), dW_ih = dz^T x: one matmul each over N rows.
-        h_prev = torch.cat((cache.h0.unsqueeze(0), cache.hs[:-1])).mul_(cache.keep.unsqueeze(-1))
-        torch.mm(grad_z.T, h_prev.view(n, -1), out=lstm.weight_hh.grad)
+        torch.mm(grad_z.T, cache.hprev.view(n, -1), out=lstm.weight_hh.grad)
         torch.mm(grad_z.T, cache.layers[-1], out=lstm.weight_ih.grad)
         torch.sum(grad_z, 0, out=lstm.bias.grad)
         grad_x = torch.mm(grad_z, lstm.weight_ih)

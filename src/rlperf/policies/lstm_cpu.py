@@ -51,7 +51,7 @@ def _threads(batch: int) -> int:
 
 def forward(
     xproj: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, w_hh: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The recurrence over T steps.
 
     Args:
@@ -60,8 +60,9 @@ def forward(
         h0, c0: (B, H) initial state. w_hh: (4H, H).
 
     Returns:
-        acts (T, B, 4H): sigmoid(i), sigmoid(f), tanh(g), sigmoid(o); cs, tcs, hs (T, B, H):
-        c_t, tanh(c_t), h_t.
+        acts (T, B, 4H): sigmoid(i), sigmoid(f), tanh(g), sigmoid(o); cs, tcs, hs, hprev
+        (T, B, H): c_t, tanh(c_t), h_t, and keep_t h_{t-1} (the state step t starts from, what
+        ``dW_hh`` needs).
     """
     t_len, b, four_h = xproj.shape
     hid = four_h // 4
@@ -71,13 +72,13 @@ def forward(
     w_t = w_hh.t().contiguous()
     acts = torch.empty_like(xproj)
     cs = xproj.new_empty(t_len, b, hid)
-    tcs, hs = torch.empty_like(cs), torch.empty_like(cs)
+    tcs, hs, hprev = torch.empty_like(cs), torch.empty_like(cs), torch.empty_like(cs)
     _kernel.forward(
         t_len, b, hid, _threads(b), xproj.data_ptr(), acts.data_ptr(), keep.data_ptr(),
         h0.data_ptr(), c0.data_ptr(), w_t.data_ptr(), cs.data_ptr(), tcs.data_ptr(),
-        hs.data_ptr(),
+        hs.data_ptr(), hprev.data_ptr(),
     )  # fmt: skip
-    return acts, cs, tcs, hs
+    return acts, cs, tcs, hs, hprev
 
 
 def backward(
@@ -153,16 +154,15 @@ class LSTMUnrollCPU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, xproj, keep, h0, c0, w_hh):  # type: ignore[no-untyped-def]
         keep = keep.contiguous()
-        acts, cs, tcs, hs = forward(xproj, keep, h0, c0, w_hh)
-        ctx.save_for_backward(acts, cs, tcs, hs, keep, h0, c0, w_hh)
+        acts, cs, tcs, hs, hprev = forward(xproj, keep, h0, c0, w_hh)
+        ctx.save_for_backward(acts, cs, tcs, hprev, keep, c0, w_hh)
         return hs
 
     @staticmethod
     def backward(ctx, grad_hs):  # type: ignore[no-untyped-def]
-        acts, cs, tcs, hs, keep, h0, c0, w_hh = ctx.saved_tensors
+        acts, cs, tcs, hprev, keep, c0, w_hh = ctx.saved_tensors
         grad_z, dh0, dc0 = backward(grad_hs, acts, keep, c0, w_hh, cs, tcs)
         t_len, b, four_h = acts.shape
         # dW_hh = sum_t dz_t^T (keep_t h_{t-1}): one matmul over all T * B rows.
-        h_prev = torch.cat((h0.unsqueeze(0), hs[:-1])).mul_(keep.unsqueeze(-1))
-        grad_w_hh = torch.mm(grad_z.view(-1, four_h).T, h_prev.view(t_len * b, -1))
+        grad_w_hh = torch.mm(grad_z.view(-1, four_h).T, hprev.view(t_len * b, -1))
         return grad_z, None, dh0, dc0, grad_w_hh
