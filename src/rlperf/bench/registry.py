@@ -196,6 +196,37 @@ def _lstm_evaluate(num_steps: int, num_envs: int, backward: bool, kind: str = "l
     return Prepared(run, num_steps * num_envs, "samples")
 
 
+def _lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
+    """The LSTM recurrence alone, forward and backward over a (T, B) minibatch of size 64:
+    the compiled kernel (``policies/lstm_cpu.py``) or the torch unroll it replaced."""
+    import torch
+
+    try:
+        from rlperf.policies import lstm_cpu
+    except ImportError as e:  # commits before the kernel
+        raise CaseSkipped("no compiled LSTM kernel in this commit") from e
+    from rlperf.policies.lstm import LSTMUnroll
+
+    if impl == "compiled" and not lstm_cpu.available():
+        raise CaseSkipped("the compiled LSTM kernel is not built (no C compiler at install)")
+    hid = 64
+    gen = torch.Generator().manual_seed(SEED)
+    xproj = torch.randn(num_steps, num_envs, 4 * hid, generator=gen, requires_grad=True)
+    keep = (torch.rand(num_steps, num_envs, generator=gen) >= 0.02).float()
+    h0, c0 = torch.zeros(num_envs, hid), torch.zeros(num_envs, hid)
+    w_hh = (torch.randn(4 * hid, hid, generator=gen) / hid**0.5).requires_grad_()
+    grad = torch.randn(num_steps, num_envs, hid, generator=gen)
+
+    def run() -> Any:
+        if impl == "compiled":
+            hs = lstm_cpu.LSTMUnrollCPU.apply(xproj, keep, h0, c0, w_hh)
+        else:
+            hs = LSTMUnroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
+        return torch.autograd.grad(hs, (xproj, w_hh), grad)
+
+    return Prepared(run, num_steps * num_envs, "samples")
+
+
 # -- host <-> device transfers (CUDA only) -----------------------------------------------
 def _transfer(direction: str, memory: str, non_blocking: bool, batch: int) -> Prepared:
     import torch
@@ -686,6 +717,9 @@ def all_cases() -> list[Case]:
     for backward in (False, True):
         params = {"num_steps": 32, "num_envs": 16, "backward": backward}
         cases.append(Case("recurrent_evaluate", params, _lstm_evaluate))
+    for impl in ("compiled", "torch"):
+        params = {"num_steps": 32, "num_envs": 16, "impl": impl}
+        cases.append(Case("lstm_recurrence", params, _lstm_recurrence))
     for direction in ("d2h", "h2d"):
         for memory in ("pageable", "pinned"):
             for non_blocking in (False, True):
@@ -779,7 +813,8 @@ def _gate_cases() -> list[Case]:
 
 
 COMPONENTS = (
-    "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate", "transfer",
+    "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate",
+    "lstm_recurrence", "transfer",
     "buffer_store", "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward",
     "optimizer_step", "update_epoch", "e2e_train", "petri_step", "petri_reset",
     "petri_masked_act", "petri_e2e", "robots_step", "robots_reset", "robots_render",
