@@ -1,10 +1,10 @@
 """Git plumbing for the gate: resolve refs and check a commit out in a temporary worktree.
 
-Building a commit is checking its tree out and compiling its C extension in place (the LSTM
-kernel, ``setup.py build_ext --inplace``, a few seconds; a tree without ``setup.py`` is pure
-Python): the gate's workers import ``rlperf`` from ``<worktree>/src``. A worktree shares the
-repository's objects, so adding one is cheap and never touches the user's checkout; it is
-removed again when the gate ends.
+Building a commit is checking its tree out and compiling its C extensions in place (the LSTM
+recurrence and the PPO loss, ``setup.py build_ext --inplace``, a few seconds; a tree without
+``setup.py`` is pure Python): the gate's workers import ``rlperf`` from ``<worktree>/src``. A
+worktree shares the repository's objects, so adding one is cheap and never touches the user's
+checkout; it is removed again when the gate ends.
 """
 
 from __future__ import annotations

@@ -14,12 +14,17 @@ few operations per step as possible.
   over ``T * B`` rows; only ``h @ W_hh^T`` and the gate arithmetic run step by step.
 - The gates are squashed with one ``sigmoid`` over all four blocks plus a ``tanh`` on the cell
   block (two ops instead of four).
-- The recurrence is one autograd node, :class:`LSTMUnroll`, with a hand-written backward through
+- On the CPU in float32 the recurrence runs compiled (``policies/lstm_cpu.py``): all T steps
+  in one C call, forward and backward, and the rollout step with the input projection fused
+  in; with the analytic update (:meth:`LSTMActorCritic.forward_train` / ``backward``) this
+  took position-only CartPole's LSTM PPO from ~21,000 to ~57,000 SPS (``docs/performance.md``).
+- Elsewhere (CUDA, bf16/fp16 autocast, float64, an install without a C compiler) the
+  recurrence is one autograd node, :class:`LSTMUnroll`, with a hand-written backward through
   time: about 10 ops a step instead of autograd's ~2 nodes per forward op with their bookkeeping,
   the gate derivatives computed once for the whole sequence, and ``dW_hh`` as one matmul over
   all steps after the loop. Position-only CartPole, 64x32, 16-env minibatches: the update went
   from ~13 ms to ~4 ms per minibatch (``docs/performance.md``).
-  :meth:`LSTMCore.unroll_reference` is the plain autograd version the tests check it against.
+  :meth:`LSTMCore.unroll_reference` is the plain autograd version the tests check both against.
 """
 
 from __future__ import annotations
@@ -138,6 +143,14 @@ class LSTMUnroll(torch.autograd.Function):
         return grad_z, None, dh0, dc, grad_w_hh
 
 
+def keep_mask(dones: torch.Tensor | None, xproj: torch.Tensor) -> torch.Tensor:
+    """(T, B) in ``xproj``'s dtype: 0 where ``dones`` (T, B) zeroes the state before step t,
+    else 1 (all ones without ``dones``); ``xproj`` is the (T, B, 4H) input projection."""
+    if dones is None:
+        return xproj.new_ones(xproj.shape[:2])
+    return 1.0 - dones.to(xproj.dtype)
+
+
 def _reset_steps(keep: torch.Tensor) -> list[bool]:
     """Per step, whether any state is reset. On the CPU reading it costs a few microseconds and
     saves the two reset multiplies on most steps; on CUDA it would be a sync, so assume all."""
@@ -204,16 +217,13 @@ class LSTMCore(nn.Module):
         """
         t_len, b = x.shape[:2]
         xproj = self.project(x.flatten(0, 1)).view(t_len, b, -1)
-        if dones is None:
-            keep = xproj.new_ones(t_len, b, 1)
-        else:
-            keep = (1.0 - dones.to(xproj.dtype)).unsqueeze(-1)
+        keep = keep_mask(dones, xproj)
         h0, c0 = state
         dtype = xproj.dtype  # bf16 / fp16 under autocast: the whole recurrence runs in it
         h0, c0, w_hh = h0.to(dtype), c0.to(dtype), self.weight_hh.to(dtype)
         if lstm_cpu.usable(w_hh, xproj, h0, c0):
-            return LSTMUnrollCPU.apply(xproj, keep.squeeze(-1), h0, c0, w_hh)
-        return LSTMUnroll.apply(xproj, keep, h0, c0, w_hh)
+            return LSTMUnrollCPU.apply(xproj, keep, h0, c0, w_hh)
+        return LSTMUnroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
 
     def unroll_reference(
         self, x: torch.Tensor, state: State, dones: torch.Tensor | None
@@ -360,10 +370,7 @@ class LSTMActorCritic(ActorCritic):
             x = z.mul_(2.0).sub_(1.0)
             layers.append(x)
         xproj = torch.addmm(lstm.bias, x, lstm.weight_ih.T).view(t_len, b, -1)
-        if dones_seq is None:
-            keep = xproj.new_ones(t_len, b)
-        else:
-            keep = 1.0 - dones_seq.to(xproj.dtype)
+        keep = keep_mask(dones_seq, xproj)
         h0, c0 = state0
         acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, lstm.weight_hh)
         out = torch.addmm(heads.bias, hs.view(t_len * b, -1), heads.weight.T)
