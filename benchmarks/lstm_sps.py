@@ -623,7 +623,9 @@ def main() -> None:
     if args.worker:
         run_worker(args)
         return
-    impls = [i.strip() for i in args.impls.split(",") if i.strip() and i.strip() != "rlperf-base"]
+    impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    if "rlperf-base" in impls:
+        ap.error("rlperf-base is not an --impls entry: give --base-src SRC to add it")
     if args.base_src:
         if not os.path.isfile(os.path.join(args.base_src, "rlperf", "__init__.py")):
             ap.error(f"--base-src {args.base_src}: no rlperf package there")
