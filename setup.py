@@ -23,6 +23,7 @@ setup(
             "rlperf.policies._lstm_cpu",
             ["src/rlperf/policies/_lstm_cpu.c"],
             extra_compile_args=COMPILE_ARGS,
+            libraries=["m"],
             extra_link_args=openmp,
             optional=True,
         ),

@@ -119,19 +119,34 @@ def test_act_resets_the_state_where_done() -> None:
     assert not torch.allclose(h[~rows], fresh_h[~rows])
 
 
-def test_act_through_the_compiled_kernel_equals_act_through_torch_ops() -> None:
-    """The rollout step in float32 (the kernel) against the same policy in float64 (torch ops),
-    over 20 steps with resets: the same actions, log-probabilities, values and states."""
+@pytest.mark.parametrize(
+    "hidden_sizes, batch", [((16,), 6), ((16, 12), 21), ((), 9)],
+    ids=["one-layer", "two-layers-two-threads", "no-encoder"],
+)  # fmt: skip
+def test_act_through_the_compiled_kernel_equals_act_through_torch_ops(hidden_sizes, batch) -> None:
+    """The rollout step in float32 (the compiled network and its sample) against the same
+    policy in float64 (torch ops and ``distributions.sample``), over 20 steps with resets: the
+    same actions, log-probabilities, values and states. 21 environments take two threads."""
     torch.manual_seed(3)
-    fast = LSTMActorCritic(spec(), (16,), 24)
-    reference = LSTMActorCritic(spec(), (16,), 24).double()
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _check_act_against_torch_ops(hidden_sizes, batch)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_act_against_torch_ops(hidden_sizes, batch) -> None:
+    fast = LSTMActorCritic(spec(), hidden_sizes, 24)
+    reference = LSTMActorCritic(spec(), hidden_sizes, 24).double()
     reference.load_state_dict(fast.state_dict())
+    assert fast.analytic and not reference.analytic
     gen = torch.Generator().manual_seed(4)
-    state32, state64 = fast.initial_state(6), reference.initial_state(6)
+    state32, state64 = fast.initial_state(batch), reference.initial_state(batch)
     state64 = tuple(s.double() for s in state64)
     for step in range(20):
-        obs = torch.randn(6, 3, generator=gen)
-        done = (torch.rand(6, generator=gen) < 0.2).float()
+        obs = torch.randn(batch, 3, generator=gen)
+        done = (torch.rand(batch, generator=gen) < 0.2).float()
         seed = 100 + step
         a32, lp32, v32, state32 = fast.act(
             obs, state32, done, None, torch.Generator().manual_seed(seed)

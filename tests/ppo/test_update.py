@@ -138,25 +138,39 @@ def lstm_minibatch(policy: LSTMActorCritic, t_len: int, batch: int, seed: int):
     return mb, normalize_advantages(mb.advantages)
 
 
-@pytest.mark.parametrize("hidden_sizes", [(16, 12), (8,)], ids=["two-layers", "one-layer"])
+@pytest.mark.parametrize(
+    "hidden_sizes, batch",
+    [((16, 12), 6), ((8,), 6), ((), 6), ((16, 12), 19)],
+    ids=["two-layers", "one-layer", "no-encoder", "two-layers-two-threads"],
+)
 @pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
 def test_lstm_analytic_update_matches_autograd_through_the_torch_recurrence(
-    hidden_sizes, clip_vloss
+    hidden_sizes, batch, clip_vloss
 ) -> None:
-    """The LSTM's analytic path (float32, compiled kernel, tanh as 2 sigmoid(2z) - 1) against
-    autograd over the plain torch recurrence and ``nn.Tanh`` in float64, parameter by
-    parameter; and the analytic path writes every parameter's gradient."""
+    """The LSTM's analytic path (float32, the compiled network, tanh as 2 sigmoid(2z) - 1)
+    against autograd over the plain torch recurrence and ``nn.Tanh`` in float64, parameter by
+    parameter; and the analytic path writes every parameter's gradient. 19 environments: two
+    threads (the kernel gives 8 or more rows a second one), 4-row tiles with a partial one."""
     torch.manual_seed(0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss) -> None:
     ppo = PPOConfig(clip_vloss=clip_vloss, max_grad_norm=0.0)
     spec = EnvSpec(6, (3,), np.dtype(np.float32), ActionSpec("discrete", (4,), 1))
     fast = LSTMActorCritic(spec, hidden_sizes, 20)
     assert fast.analytic
     reference = LSTMActorCritic(spec, hidden_sizes, 20).double()
     reference.load_state_dict(fast.state_dict())
-    mb, adv = lstm_minibatch(fast, 11, 6, seed=1)
+    mb, adv = lstm_minibatch(fast, 11, batch, seed=1)
     prof = Profiler(enabled=False)
 
-    analytic = AnalyticUpdate(fast, ppo, 11 * 6)
+    analytic = AnalyticUpdate(fast, ppo, 11 * batch)
     with torch.no_grad():
         for p in fast.parameters():
             p.grad.fill_(float("nan"))  # every entry must be written, not accumulated

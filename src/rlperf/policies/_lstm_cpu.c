@@ -1,5 +1,6 @@
 /* The LSTM recurrence on the CPU, float32: a whole (T, B) sequence forward or backward in one
- * call. Called from rlperf/policies/lstm_cpu.py, which checks every tensor (dtype, device,
+ * call; and the whole actor-critic around it, forward, backward and rollout step ("The whole
+ * actor-critic" below). Called from rlperf/policies/lstm_cpu.py, which checks every tensor (dtype, device,
  * contiguity, shape) and passes raw pointers; nothing here allocates a tensor or holds the GIL
  * while it computes.
  *
@@ -26,6 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -191,7 +193,8 @@ HOT static void forward_rows(const Seq *s, int r0, int r1) {
                 for (int u = 0; u < hid; u++) hp[r * hid + u] = h_prev[r * hid + u] * keep[r];
             memcpy(s->hprev + ((size_t)t * b + rb) * hid, hp, sizeof(float) * (size_t)rows * hid);
             float *z = s->acts + ((size_t)t * b + rb) * four;
-            memcpy(z, s->xproj + ((size_t)t * b + rb) * four, sizeof(float) * (size_t)rows * four);
+            if (s->xproj != s->acts) /* the whole-network forward projects into acts itself */
+                memcpy(z, s->xproj + ((size_t)t * b + rb) * four, sizeof(float) * (size_t)rows * four);
             gemm_tile_acc(rows, hid, four, hp, hid, s->w_t, z, four);
             for (int r = 0; r < rows; r++) {
                 const size_t row = (size_t)t * b + rb + r;
@@ -288,6 +291,336 @@ static void run_rows(RowsFn fn, const Seq *s, int threads) {
 #endif
 }
 
+/* ---- The whole actor-critic, for the analytic PPO update --------------------------------------
+ *
+ * Why: with the recurrence compiled, a 512-row minibatch still spent ~1.1 ms in ~35 torch ops
+ * around it (encoder, input projection, heads, their backward and the weight gradients): each
+ * a fork/join of the two threads plus dispatch, and the matmuls at 84 GFLOPS on one core
+ * where the register tile above reaches ~105 at these shapes. Here one call runs the forward
+ * and one the backward, each thread on its own environments (the rows of every time step) from
+ * the observations to the heads and back; the weight gradients, which sum over all rows, come
+ * after one barrier, each thread taking half of every gradient's rows over all N rows, so no
+ * sum is split between threads and the result does not depend on the thread count.
+ *
+ * Layout (row-major; N = T * B rows, time-major as everywhere above):
+ *   obs (N, width[0]); encoder layer l: W (width[l+1], width[l]), b, output tanh(.) (N, width[l+1])
+ *   the LSTM input x is the last layer's output (obs without layers), F = width[L] features;
+ *   W_ih (4H, F), W_hh (4H, H), bias (4H); heads W (n_out, H), b (n_out), out (N, n_out)
+ *   dz[l] (N, width[l+1]): backward out, dL/d(layer l pre-activation); grad_hs (N, H) scratch.
+ */
+#define MAX_LAYERS 8
+#define MAX_K (4 * MAX_HIDDEN > MAX_FEATURES ? 4 * MAX_HIDDEN : MAX_FEATURES)
+
+typedef struct {
+    int n_layers, n_out;
+    int width[MAX_LAYERS + 1];
+    const float *obs;
+    const float *enc_w[MAX_LAYERS], *enc_b[MAX_LAYERS];
+    float *layers[MAX_LAYERS], *dz[MAX_LAYERS];
+    const float *w_ih, *w_hh, *bias, *w_head, *b_head;
+    float *wt; /* forward scratch: every weight transposed (sum of the weights' sizes) */
+    float *out;
+    const float *grad_out;
+    float *grad_hs;
+    float *g_enc_w[MAX_LAYERS], *g_enc_b[MAX_LAYERS], *g_w_ih, *g_w_hh, *g_bias, *g_w_head,
+        *g_b_head;
+    Seq seq; /* the recurrence's sizes and buffers; seq.xproj == seq.acts */
+} Net;
+
+/* C (rows, n) += A (rows, k) B (k, n) for any rows <= 4: a partial tile reads A from a
+ * zero-padded copy in `pad` (TILE_ROWS * k floats), as gemm_tile_acc needs. */
+static inline void gemm_rows(int rows, int k_len, int n, const float *a, int lda, const float *b,
+                             float *c, int ldc, float *pad) {
+    if (rows < TILE_ROWS) {
+        memset(pad, 0, sizeof(float) * TILE_ROWS * k_len);
+        for (int r = 0; r < rows; r++) memcpy(pad + r * k_len, a + r * lda, sizeof(float) * k_len);
+        a = pad;
+        lda = k_len;
+    }
+    gemm_tile_acc(rows, k_len, n, a, lda, b, c, ldc);
+}
+
+/* out (rows, n) = bias + x (rows, k) W^T for W (n, k) row-major with few rows (the heads):
+ * dot products over k in 8-wide partial sums. */
+static inline void small_out_rows(int rows, int k_len, int n, const float *x, const float *w,
+                                  const float *bias, float *out) {
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < n; j++) {
+            const float *xr = x + (size_t)r * k_len, *wj = w + (size_t)j * k_len;
+            v8f acc = {0};
+            int k = 0;
+            for (; k + 8 <= k_len; k += 8) acc += *(const v8f *)(xr + k) * *(const v8f *)(wj + k);
+            float s = bias[j];
+            for (int e = 0; e < 8; e++) s += acc[e];
+            for (; k < k_len; k++) s += xr[k] * wj[k];
+            out[(size_t)r * n + j] = s;
+        }
+}
+
+/* G[m0:m1, :k] = D[:, m0:m1]^T X and gb[m0:m1] = column sums of D (if gb): the weight and bias
+ * gradients of a layer over all `n_rows` rows, D (n_rows, m) its output gradient, X (n_rows, k)
+ * its input. Full 4-row tiles of G in registers over all rows; the rest row by row. */
+HOT static void weight_grad(int m0, int m1, int n_rows, int m, int k, const float *d,
+                            const float *x, float *g, float *gb) {
+    int r = m0;
+    for (; r + TILE_ROWS <= m1; r += TILE_ROWS) {
+        int j = 0;
+        for (; j + TILE_COLS <= k; j += TILE_COLS) {
+            v8f acc[TILE_ROWS][2] = {{{0}}};
+            for (int n = 0; n < n_rows; n++) {
+                const float *dn = d + (size_t)n * m + r;
+                v8f x0 = *(const v8f *)(x + (size_t)n * k + j);
+                v8f x1 = *(const v8f *)(x + (size_t)n * k + j + 8);
+                for (int q = 0; q < TILE_ROWS; q++) {
+                    acc[q][0] += dn[q] * x0;
+                    acc[q][1] += dn[q] * x1;
+                }
+            }
+            for (int q = 0; q < TILE_ROWS; q++) {
+                *(v8f *)(g + (size_t)(r + q) * k + j) = acc[q][0];
+                *(v8f *)(g + (size_t)(r + q) * k + j + 8) = acc[q][1];
+            }
+        }
+        for (; j < k; j++)
+            for (int q = 0; q < TILE_ROWS; q++) {
+                float s = 0.0f;
+                for (int n = 0; n < n_rows; n++) s += d[(size_t)n * m + r + q] * x[(size_t)n * k + j];
+                g[(size_t)(r + q) * k + j] = s;
+            }
+    }
+    for (; r < m1; r++) {
+        float *gr = g + (size_t)r * k;
+        memset(gr, 0, sizeof(float) * k);
+        for (int n = 0; n < n_rows; n++) {
+            const float dv = d[(size_t)n * m + r];
+            const float *restrict xn = x + (size_t)n * k;
+            for (int j = 0; j < k; j++) gr[j] += dv * xn[j];
+        }
+    }
+    if (gb) {
+        memset(gb + m0, 0, sizeof(float) * (m1 - m0));
+        for (int n = 0; n < n_rows; n++) {
+            const float *restrict dn = d + (size_t)n * m;
+            for (int q = m0; q < m1; q++) gb[q] += dn[q];
+        }
+    }
+}
+
+static void transpose(int rows, int cols, const float *a, float *at) {
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) at[(size_t)j * rows + i] = a[(size_t)i * cols + j];
+}
+
+static inline int features(const Net *n) { return n->width[n->n_layers]; }
+static inline const float *lstm_input(const Net *n) {
+    return n->n_layers ? n->layers[n->n_layers - 1] : n->obs;
+}
+
+/* Where each weight's transpose goes in n->wt: the encoder's, then W_ih^T, then W_hh^T. */
+static float *wt_slot(const Net *n, int which) {
+    float *p = n->wt;
+    for (int l = 0; l < which && l < n->n_layers; l++) p += (size_t)n->width[l] * n->width[l + 1];
+    if (which > n->n_layers) p += (size_t)features(n) * 4 * n->seq.hid;
+    return p;
+}
+
+/* Rows [r0, r1) of every step, forward: encoder, input projection into acts, recurrence, heads. */
+HOT static void net_forward_rows(const Net *n, int r0, int r1) {
+    float pad[TILE_ROWS * MAX_K];
+    const Seq *s = &n->seq;
+    const int b = s->batch, hid = s->hid, four = 4 * hid, f_in = features(n), L = n->n_layers;
+    for (int t = 0; t < s->t_len; t++)
+        for (int rb = r0; rb < r1; rb += TILE_ROWS) {
+            const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
+            const size_t row0 = (size_t)t * b + rb;
+            const float *in = n->obs + row0 * n->width[0];
+            for (int l = 0; l < L; l++) {
+                const int k = n->width[l], w = n->width[l + 1];
+                float *o = n->layers[l] + row0 * w;
+                for (int r = 0; r < rows; r++) memcpy(o + r * w, n->enc_b[l], sizeof(float) * w);
+                gemm_rows(rows, k, w, in, k, wt_slot(n, l), o, w, pad);
+                for (int e = 0; e < rows * w; e++) o[e] = tanh_approx(o[e]);
+                in = o;
+            }
+            float *z = s->acts + row0 * four;
+            for (int r = 0; r < rows; r++) memcpy(z + r * four, n->bias, sizeof(float) * four);
+            gemm_rows(rows, f_in, four, in, f_in, wt_slot(n, L), z, four, pad);
+        }
+    forward_rows(s, r0, r1);
+    for (int t = 0; t < s->t_len; t++) {
+        const size_t row0 = (size_t)t * b + r0;
+        small_out_rows(r1 - r0, hid, n->n_out, s->hs + row0 * hid, n->w_head, n->b_head,
+                       n->out + row0 * n->n_out);
+    }
+}
+
+/* Rows [r0, r1) of every step, backward up to the weight gradients: dL/dh from the heads, the
+ * recurrence, then dL/dx and each encoder layer's dz. */
+HOT static void net_backward_rows(const Net *n, int r0, int r1) {
+    float pad[TILE_ROWS * MAX_K];
+    const Seq *s = &n->seq;
+    const int b = s->batch, hid = s->hid, four = 4 * hid, L = n->n_layers, n_out = n->n_out;
+    for (int t = 0; t < s->t_len; t++)
+        for (int rb = r0; rb < r1; rb += TILE_ROWS) {
+            const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
+            const size_t row0 = (size_t)t * b + rb;
+            float *gh = n->grad_hs + row0 * hid;
+            memset(gh, 0, sizeof(float) * (size_t)rows * hid);
+            gemm_rows(rows, n_out, hid, n->grad_out + row0 * n_out, n_out, n->w_head, gh, hid, pad);
+        }
+    backward_rows(s, r0, r1);
+    if (L == 0) return; /* no encoder: nothing needs dL/dobs */
+    for (int t = 0; t < s->t_len; t++)
+        for (int rb = r0; rb < r1; rb += TILE_ROWS) {
+            const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
+            const size_t row0 = (size_t)t * b + rb;
+            /* dL/dx = dz_gates W_ih, into the last layer's dz, then back through each tanh. */
+            int w = n->width[L];
+            float *d = n->dz[L - 1] + row0 * w;
+            memset(d, 0, sizeof(float) * (size_t)rows * w);
+            gemm_rows(rows, four, w, s->grad_z + row0 * four, four, n->w_ih, d, w, pad);
+            for (int l = L - 1; l >= 0; l--) {
+                w = n->width[l + 1];
+                d = n->dz[l] + row0 * w;
+                const float *y = n->layers[l] + row0 * w;
+                for (int e = 0; e < rows * w; e++) d[e] *= 1.0f - y[e] * y[e];
+                if (l > 0) {
+                    const int k = n->width[l];
+                    float *dp = n->dz[l - 1] + row0 * k;
+                    memset(dp, 0, sizeof(float) * (size_t)rows * k);
+                    gemm_rows(rows, w, k, d, w, n->enc_w[l], dp, k, pad);
+                }
+            }
+        }
+}
+
+/* This thread's share [m0, m1) of a gradient with m rows: whole tiles, split by thread. */
+static void share(int m, int p, int np, int *m0, int *m1) {
+    const int tiles = (m + TILE_ROWS - 1) / TILE_ROWS;
+    *m0 = tiles * p / np * TILE_ROWS;
+    *m1 = tiles * (p + 1) / np * TILE_ROWS;
+    if (*m0 > m) *m0 = m;
+    if (*m1 > m) *m1 = m;
+}
+
+/* Thread p of np's share of every weight gradient, over all N rows. */
+static void net_weight_grads(const Net *n, int p, int np) {
+    const Seq *s = &n->seq;
+    const int rows = s->t_len * s->batch, hid = s->hid, four = 4 * hid, L = n->n_layers;
+    int m0, m1;
+    share(n->n_out, p, np, &m0, &m1);
+    weight_grad(m0, m1, rows, n->n_out, hid, n->grad_out, s->hs, n->g_w_head, n->g_b_head);
+    share(four, p, np, &m0, &m1);
+    weight_grad(m0, m1, rows, four, features(n), s->grad_z, lstm_input(n), n->g_w_ih, n->g_bias);
+    weight_grad(m0, m1, rows, four, hid, s->grad_z, s->hprev, n->g_w_hh, NULL);
+    for (int l = 0; l < L; l++) {
+        share(n->width[l + 1], p, np, &m0, &m1);
+        weight_grad(m0, m1, rows, n->width[l + 1], n->width[l], n->dz[l],
+                    l ? n->layers[l - 1] : n->obs, n->g_enc_w[l], n->g_enc_b[l]);
+    }
+}
+
+/* Environments (rows of every step) [r0, r1) of thread p of np: whole tiles. */
+static void env_share(const Net *n, int p, int np, int *r0, int *r1) {
+    const int b = n->seq.batch, tiles = (b + TILE_ROWS - 1) / TILE_ROWS;
+    *r0 = tiles * p / np * TILE_ROWS;
+    *r1 = tiles * (p + 1) / np * TILE_ROWS;
+    if (*r0 > b) *r0 = b;
+    if (*r1 > b) *r1 = b;
+}
+
+/* Rows [r0, r1) of one rollout step of the whole network: encoder (its transposed weights
+ * prepared once per rollout in n->wt, then [W_ih W_hh]^T), the fused step, the heads, and for
+ * one categorical action a Gumbel-max sample from the exponential draws in `noise`. */
+HOT static void net_act_rows(const Net *n, const float *noise, int64_t *actions, float *logprob,
+                             int r0, int r1) {
+    float pad[TILE_ROWS * MAX_K];
+    const Seq *s = &n->seq;
+    const int hid = s->hid, L = n->n_layers, n_out = n->n_out, k_act = n_out - 1;
+    for (int rb = r0; rb < r1; rb += TILE_ROWS) {
+        const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
+        const float *in = n->obs + (size_t)rb * n->width[0];
+        for (int l = 0; l < L; l++) {
+            const int k = n->width[l], w = n->width[l + 1];
+            float *o = n->layers[l] + (size_t)rb * w;
+            for (int r = 0; r < rows; r++) memcpy(o + r * w, n->enc_b[l], sizeof(float) * w);
+            gemm_rows(rows, k, w, in, k, wt_slot(n, l), o, w, pad);
+            for (int e = 0; e < rows * w; e++) o[e] = tanh_approx(o[e]);
+            in = o;
+        }
+    }
+    step_rows(s, r0, r1);
+    small_out_rows(r1 - r0, hid, n_out, s->h_out + (size_t)r0 * hid, n->w_head, n->b_head,
+                   n->out + (size_t)r0 * n_out);
+    if (!noise) return;
+    for (int r = r0; r < r1; r++) {
+        /* log_softmax, then argmax(logp - log E), E ~ Exp(1): an exact categorical sample. */
+        const float *lg = n->out + (size_t)r * n_out, *e = noise + (size_t)r * k_act;
+        float mx = lg[0];
+        for (int j = 1; j < k_act; j++) mx = lg[j] > mx ? lg[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < k_act; j++) sum += expf(lg[j] - mx);
+        const float lse = mx + logf(sum);
+        int best = 0;
+        float best_key = -INFINITY;
+        for (int j = 0; j < k_act; j++) {
+            const float key = (lg[j] - lse) - logf(e[j]);
+            if (key > best_key) best_key = key, best = j;
+        }
+        actions[r] = best;
+        logprob[r] = lg[best] - lse;
+    }
+}
+
+static void net_forward(const Net *n, int threads) {
+    const int L = n->n_layers, hid = n->seq.hid;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+#ifdef _OPENMP
+        const int p = omp_get_thread_num(), np = omp_get_num_threads();
+#else
+        const int p = 0, np = 1;
+        (void)threads;
+#endif
+        /* The transposes the tiles read, one weight per thread in turn. */
+        for (int l = p; l < L + 2; l += np) {
+            if (l < L) transpose(n->width[l + 1], n->width[l], n->enc_w[l], wt_slot(n, l));
+            else if (l == L) transpose(4 * hid, features(n), n->w_ih, wt_slot(n, L));
+            else transpose(4 * hid, hid, n->w_hh, wt_slot(n, L + 1));
+        }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        int r0, r1;
+        env_share(n, p, np, &r0, &r1);
+        if (r0 < r1) net_forward_rows(n, r0, r1);
+    }
+}
+
+static void net_backward(const Net *n, int threads) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+#ifdef _OPENMP
+        const int p = omp_get_thread_num(), np = omp_get_num_threads();
+#else
+        const int p = 0, np = 1;
+        (void)threads;
+#endif
+        int r0, r1;
+        env_share(n, p, np, &r0, &r1);
+        if (r0 < r1) net_backward_rows(n, r0, r1);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        net_weight_grads(n, p, np);
+    }
+}
+
+
 static int parse(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long *dims, int ndims,
                  void **ptrs) {
     if (nargs != want) {
@@ -352,6 +685,167 @@ static PyObject *py_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* The whole-network calls' arguments: T, B, H, L, n_out, threads, width[0..L], then pointers
+ * (`fixed` plus `per_layer` per encoder layer). Fills the sizes of n and returns the pointers
+ * in ptrs, or -1 with an exception set. */
+static int parse_net(PyObject *const *args, Py_ssize_t nargs, int fixed, int per_layer, Net *n,
+                     void **ptrs) {
+    long d[6];
+    if (nargs < 6) {
+        PyErr_SetString(PyExc_TypeError, "expected T, B, H, L, n_out, threads, widths, pointers");
+        return -1;
+    }
+    for (int i = 0; i < 6; i++) {
+        d[i] = PyLong_AsLong(args[i]);
+        if (d[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    if (d[3] < 0 || d[3] > MAX_LAYERS) {
+        PyErr_Format(PyExc_ValueError, "%ld encoder layers outside 0..%d", d[3], MAX_LAYERS);
+        return -1;
+    }
+    if (d[2] < 1 || d[2] > MAX_HIDDEN) {
+        PyErr_Format(PyExc_ValueError, "hidden size %ld outside 1..%d", d[2], MAX_HIDDEN);
+        return -1;
+    }
+    const int L = (int)d[3], want = 6 + (L + 1) + fixed + per_layer * L;
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "expected %d arguments, got %zd", want, nargs);
+        return -1;
+    }
+    memset(n, 0, sizeof(*n));
+    n->seq.t_len = (int)d[0];
+    n->seq.batch = (int)d[1];
+    n->seq.hid = (int)d[2];
+    n->n_layers = L;
+    n->n_out = (int)d[4];
+    for (int l = 0; l <= L; l++) {
+        long w = PyLong_AsLong(args[6 + l]);
+        if (w == -1 && PyErr_Occurred()) return -1;
+        if (w < 1 || w > MAX_FEATURES) {
+            PyErr_Format(PyExc_ValueError, "layer width %ld outside 1..%d", w, MAX_FEATURES);
+            return -1;
+        }
+        n->width[l] = (int)w;
+    }
+    for (int i = 7 + L; i < want; i++) {
+        ptrs[i - 7 - L] = PyLong_AsVoidPtr(args[i]);
+        if (ptrs[i - 7 - L] == NULL && PyErr_Occurred()) return -1;
+    }
+    return (int)d[5];
+}
+
+/* net_forward(T, B, H, L, n_out, threads, *widths, obs, *enc_w, *enc_b, *layers, w_ih, w_hh,
+ *             bias, w_head, b_head, wt, acts, keep, h0, c0, cs, tcs, hs, hprev, out) */
+static PyObject *py_net_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Net n;
+    void *p[16 + 3 * MAX_LAYERS];
+    const int threads = parse_net(args, nargs, 16, 3, &n, p);
+    if (threads < 0) return NULL;
+    const int L = n.n_layers;
+    void **q = p;
+    n.obs = *q++;
+    for (int l = 0; l < L; l++) n.enc_w[l] = *q++;
+    for (int l = 0; l < L; l++) n.enc_b[l] = *q++;
+    for (int l = 0; l < L; l++) n.layers[l] = *q++;
+    n.w_ih = *q++, n.w_hh = *q++, n.bias = *q++, n.w_head = *q++, n.b_head = *q++, n.wt = *q++;
+    Seq *s = &n.seq;
+    s->acts = *q++, s->keep = *q++, s->h0 = *q++, s->c0 = *q++, s->cs = *q++, s->tcs = *q++;
+    s->hs = *q++, s->hprev = *q++, n.out = *q++;
+    s->xproj = s->acts;
+    s->w_t = wt_slot(&n, L + 1);
+    Py_BEGIN_ALLOW_THREADS net_forward(&n, threads);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+/* net_backward(T, B, H, L, n_out, threads, *widths, obs, *enc_w, *layers, *dz, w_ih, w_hh,
+ *              w_head, acts, keep, c0, cs, tcs, hs, hprev, grad_out, grad_hs, grad_z, dh0, dc0,
+ *              *g_enc_w, *g_enc_b, g_w_ih, g_w_hh, g_bias, g_w_head, g_b_head) */
+static PyObject *py_net_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Net n;
+    void *p[21 + 5 * MAX_LAYERS];
+    const int threads = parse_net(args, nargs, 21, 5, &n, p);
+    if (threads < 0) return NULL;
+    const int L = n.n_layers;
+    void **q = p;
+    n.obs = *q++;
+    for (int l = 0; l < L; l++) n.enc_w[l] = *q++;
+    for (int l = 0; l < L; l++) n.layers[l] = *q++;
+    for (int l = 0; l < L; l++) n.dz[l] = *q++;
+    n.w_ih = *q++, n.w_hh = *q++, n.w_head = *q++;
+    Seq *s = &n.seq;
+    s->acts = *q++, s->keep = *q++, s->c0 = *q++, s->cs = *q++, s->tcs = *q++, s->hs = *q++;
+    s->hprev = *q++;
+    n.grad_out = *q++, n.grad_hs = *q++;
+    s->grad_z = *q++, s->dh0 = *q++, s->dc0 = *q++;
+    for (int l = 0; l < L; l++) n.g_enc_w[l] = *q++;
+    for (int l = 0; l < L; l++) n.g_enc_b[l] = *q++;
+    n.g_w_ih = *q++, n.g_w_hh = *q++, n.g_bias = *q++, n.g_w_head = *q++, n.g_b_head = *q++;
+    s->grad_hs = n.grad_hs;
+    s->w = n.w_hh;
+    Py_BEGIN_ALLOW_THREADS net_backward(&n, threads);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+/* net_act(B, H, L, n_out, threads, *widths, obs, *enc_b, *layers, wt, bias, w_head, b_head,
+ *         keep, h, c, h_out, c_out, out, noise, actions, logprob): one rollout step; wt holds
+ * each encoder weight transposed, then [W_ih W_hh]^T; noise 0: no sampling. */
+static PyObject *py_net_act(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Net n;
+    void *p[14 + 2 * MAX_LAYERS];
+    /* parse_net reads T first: a step is T = 1. */
+    PyObject *with_t[6 + (MAX_LAYERS + 1) + 14 + 2 * MAX_LAYERS];
+    if (nargs < 5 || nargs + 1 > (Py_ssize_t)(sizeof(with_t) / sizeof(with_t[0]))) {
+        PyErr_SetString(PyExc_TypeError, "net_act: wrong number of arguments");
+        return NULL;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    if (!one) return NULL;
+    with_t[0] = one;
+    for (Py_ssize_t i = 0; i < nargs; i++) with_t[i + 1] = args[i];
+    const int threads = parse_net(with_t, nargs + 1, 14, 2, &n, p);
+    Py_DECREF(one);
+    if (threads < 0) return NULL;
+    const int L = n.n_layers;
+    if (n.width[L] > MAX_FEATURES) {
+        PyErr_Format(PyExc_ValueError, "input features %d outside 1..%d", n.width[L], MAX_FEATURES);
+        return NULL;
+    }
+    void **q = p;
+    n.obs = *q++;
+    for (int l = 0; l < L; l++) n.enc_b[l] = *q++;
+    for (int l = 0; l < L; l++) n.layers[l] = *q++;
+    n.wt = *q++;
+    Seq *s = &n.seq;
+    s->bias = *q++;
+    n.w_head = *q++, n.b_head = *q++;
+    s->keep = *q++, s->h0 = *q++, s->c0 = *q++, s->h_out = *q++, s->c_out = *q++;
+    n.out = *q++;
+    const float *noise = *q++;
+    int64_t *actions = *q++;
+    float *logprob = *q++;
+    s->in_features = n.width[L];
+    s->x = L ? n.layers[L - 1] : n.obs;
+    s->w_cat_t = wt_slot(&n, L);
+    Py_BEGIN_ALLOW_THREADS
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+#ifdef _OPENMP
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+        const int t = 0, nt = 1;
+#endif
+        int r0, r1;
+        env_share(&n, t, nt, &r0, &r1);
+        if (r0 < r1) net_act_rows(&n, noise, actions, logprob, r0, r1);
+    }
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"forward", (PyCFunction)(void (*)(void))py_forward, METH_FASTCALL,
      "forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs, hprev): pointers"},
@@ -359,6 +853,12 @@ static PyMethodDef methods[] = {
      "backward(T, B, H, threads, acts, keep, c0, w, cs, tcs, grad_hs, grad_z, dh0, dc0)"},
     {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL,
      "step(B, F, H, threads, x, keep, h, c, w_cat_t, bias, h_out, c_out): one rollout step"},
+    {"net_forward", (PyCFunction)(void (*)(void))py_net_forward, METH_FASTCALL,
+     "net_forward(T, B, H, L, n_out, threads, *widths, *pointers): the whole actor-critic"},
+    {"net_backward", (PyCFunction)(void (*)(void))py_net_backward, METH_FASTCALL,
+     "net_backward(T, B, H, L, n_out, threads, *widths, *pointers): its gradients"},
+    {"net_act", (PyCFunction)(void (*)(void))py_net_act, METH_FASTCALL,
+     "net_act(B, H, L, n_out, threads, *widths, *pointers): one rollout step and its sample"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,14 +32,19 @@ class MLPEncoder(nn.Sequential):
         self.features = in_dim
         self.linears = [m for m in layers if isinstance(m, nn.Linear)]
 
+    def _input(self, obs: torch.Tensor) -> torch.Tensor:
+        # Without layers (``hidden_sizes=()``) the observation goes on as it is.
+        x = obs.flatten(1)
+        return x.to(self.linears[0].weight.dtype) if self.linears else x
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return super().forward(obs.flatten(1).to(self[0].weight.dtype))
+        return super().forward(self._input(obs))
 
     @torch.no_grad()
     def infer(self, obs: torch.Tensor) -> torch.Tensor:
         """:meth:`forward` without autograd or module-call overhead (one rollout step: the
         ``nn.Sequential`` calls cost more than the 64-wide matmuls themselves)."""
-        x = obs.flatten(1).to(self[0].weight.dtype)
+        x = self._input(obs)
         for linear in self.linears:
             x = torch.addmm(linear.bias, x, linear.weight.T).tanh_()
         return x

@@ -15,9 +15,12 @@ few operations per step as possible.
 - The gates are squashed with one ``sigmoid`` over all four blocks plus a ``tanh`` on the cell
   block (two ops instead of four).
 - On the CPU in float32 the recurrence runs compiled (``policies/lstm_cpu.py``): all T steps
-  in one C call, forward and backward, and the rollout step with the input projection fused
-  in; with the analytic update (:meth:`LSTMActorCritic.forward_train` / ``backward``) this
-  took position-only CartPole's LSTM PPO from ~21,000 to ~57,000 SPS (``docs/performance.md``).
+  in one C call, forward and backward; with the analytic update
+  (:meth:`LSTMActorCritic.forward_train` / ``backward``) this took position-only CartPole's LSTM
+  PPO from ~21,000 to ~57,000 SPS. With a flat observation and one categorical action the
+  whole network (encoder, projection, recurrence, heads) is one C call per minibatch forward,
+  one backward, and one per rollout step with its sample: the ~35 small torch ops left around
+  the recurrence were each a dispatch and a two-thread fork/join (``docs/performance.md``).
 - Elsewhere (CUDA, bf16/fp16 autocast, float64, an install without a C compiler) the
   recurrence is one autograd node, :class:`LSTMUnroll`, with a hand-written backward through
   time: about 10 ops a step instead of autograd's ~2 nodes per forward op with their bookkeeping,
@@ -31,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -40,7 +42,7 @@ from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions, lstm_cpu
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State
 from rlperf.policies.encoders import MLPEncoder, make_encoder
-from rlperf.policies.lstm_cpu import LSTMUnrollCPU
+from rlperf.policies.lstm_cpu import LSTMUnrollCPU, NetForward
 
 
 class LSTMUnroll(torch.autograd.Function):
@@ -242,22 +244,6 @@ class LSTMCore(nn.Module):
         return torch.stack(outs), (h, c)
 
 
-@dataclass
-class LSTMTrainCache:
-    """What :meth:`LSTMActorCritic.backward` needs from :meth:`LSTMActorCritic.forward_train`.
-    ``N = T * B`` rows, time-major."""
-
-    layers: list[torch.Tensor]  # encoder input (N, obs_dim), then each tanh output (N, width)
-    keep: torch.Tensor  # (T, B)
-    c0: torch.Tensor  # (B, H)
-    acts: torch.Tensor  # (T, B, 4H) gate activations
-    cs: torch.Tensor  # (T, B, H)
-    tcs: torch.Tensor  # (T, B, H)
-    hs: torch.Tensor  # (T, B, H)
-    hprev: torch.Tensor  # (T, B, H): keep_t h_{t-1}
-    grad_out: torch.Tensor  # (N, K + 1): d loss / d (logits, value), written by the loss
-
-
 class LSTMActorCritic(ActorCritic):
     """Args: spec; encoder widths (flat obs); LSTM size; CNN settings (image obs).
 
@@ -266,9 +252,10 @@ class LSTMActorCritic(ActorCritic):
     categorical action on the CPU in float32 with the compiled kernel built, the analytic path
     of ``ppo/update.py``'s :class:`~rlperf.ppo.update.AnalyticUpdate`: :meth:`forward_train`,
     the loss's closed-form gradient with respect to the heads' outputs, and :meth:`backward`
-    through heads, recurrence (the kernel) and encoder with one op per matmul, bias and tanh.
-    At 16 environments x 32 steps autograd's graph around the recurrence (encoder, heads,
-    distribution, loss: ~100 small nodes) cost more than the recurrence itself.
+    through heads, recurrence and encoder, each one call of the compiled network. At 16
+    environments x 32 steps autograd's graph around the recurrence (encoder, heads,
+    distribution, loss: ~100 small nodes) cost more than the recurrence itself. Under the same
+    conditions :meth:`act` is one call of the compiled network, sample included.
     """
 
     recurrent = True
@@ -285,6 +272,7 @@ class LSTMActorCritic(ActorCritic):
         self.encoder = make_encoder(spec, hidden_sizes, cnn_channels, cnn_features)
         self.lstm = LSTMCore(self.encoder.features, lstm_hidden_size)
         self.out = ActorCriticHeads(lstm_hidden_size, spec)
+        self._frozen_act_weights: torch.Tensor | None = None
 
     @property
     def analytic(self) -> bool:  # type: ignore[override]
@@ -296,8 +284,24 @@ class LSTMActorCritic(ActorCritic):
             and lstm_cpu.usable(w)
         )
 
-    def acting(self) -> contextlib.AbstractContextManager:
-        return self.lstm.frozen()
+    @contextlib.contextmanager
+    def acting(self) -> Iterator[None]:
+        """Derive the rollout step's weight layouts once for a stretch of :meth:`act` calls
+        with unchanged parameters (a rollout)."""
+        self._frozen_act_weights = self._act_weights() if self.analytic else None
+        try:
+            with self.lstm.frozen():
+                yield
+        finally:
+            self._frozen_act_weights = None
+
+    def _act_weights(self) -> torch.Tensor:
+        if self._frozen_act_weights is not None:
+            return self._frozen_act_weights
+        with torch.no_grad():
+            return lstm_cpu.act_weights(
+                self._encoder_weights(), self.lstm.weight_ih, self.lstm.weight_hh
+            )
 
     def initial_state(self, num_envs: int) -> State:
         device = self.lstm.weight_hh.device
@@ -329,6 +333,19 @@ class LSTMActorCritic(ActorCritic):
 
     @torch.no_grad()
     def act(self, obs, state, done, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
+        if self.analytic and action_mask is None:
+            # The whole step and the sample in one call of the compiled network: the encoder,
+            # cell and heads as torch ops cost ~150 us a step at 64 envs, mostly dispatch.
+            h, c = state
+            keep = h.new_ones(h.shape[0]) if done is None else 1.0 - done
+            k = self.out.num_outputs
+            noise = h.new_empty(h.shape[0], k).exponential_(generator=generator)
+            h, c, out, actions, logprob = lstm_cpu.net_act(
+                obs.to(h.dtype), keep, h, c, [m.bias for m in self.encoder.linears],
+                self._act_weights(), self.lstm.bias, self.out.linear.weight,
+                self.out.linear.bias, noise,
+            )  # fmt: skip
+            return actions, logprob, out[:, k], (h, c)
         h, c = self._step(obs, state, done)
         out = torch.addmm(self.out.linear.bias, h, self.out.linear.weight.T)
         k = self.out.num_outputs
@@ -354,65 +371,44 @@ class LSTMActorCritic(ActorCritic):
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
     # -- the analytic path (see the class docstring) ----------------------------------------
+    def _encoder_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(linear.weight, linear.bias) for linear in self.encoder.linears]
+
     @torch.no_grad()
     def forward_train(
         self, obs_seq: torch.Tensor, state0: State, dones_seq: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, LSTMTrainCache]:
+    ) -> tuple[torch.Tensor, torch.Tensor, NetForward]:
         """Logits (N, K) and values (N,) of ``(T, B, obs_dim)`` sequences, ``N = T * B``, and
-        the activations :meth:`backward` needs. Same arguments as :meth:`evaluate`."""
-        t_len, b = obs_seq.shape[:2]
+        the activations :meth:`backward` needs. Same arguments as :meth:`evaluate`. One call of
+        the compiled network (``lstm_cpu.net_forward``)."""
         lstm, heads = self.lstm, self.out.linear
-        x = obs_seq.reshape(t_len * b, -1).to(lstm.weight_ih.dtype)
-        layers = [x]
-        for linear in self.encoder.linears:
-            # tanh(z) = 2 sigmoid(2z) - 1, as the MLP's fast path: torch.tanh is ~3x slower.
-            z = torch.addmm(linear.bias, x, linear.weight.T, beta=2.0, alpha=2.0).sigmoid_()
-            x = z.mul_(2.0).sub_(1.0)
-            layers.append(x)
-        xproj = torch.addmm(lstm.bias, x, lstm.weight_ih.T).view(t_len, b, -1)
-        keep = keep_mask(dones_seq, xproj)
+        obs = obs_seq.to(lstm.weight_ih.dtype)
+        keep = keep_mask(dones_seq, obs)
         h0, c0 = state0
-        acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, lstm.weight_hh)
-        out = torch.addmm(heads.bias, hs.view(t_len * b, -1), heads.weight.T)
+        fw = lstm_cpu.net_forward(
+            obs, keep, h0, c0, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh,
+            lstm.bias, heads.weight, heads.bias,
+        )  # fmt: skip
         k = self.out.num_outputs
-        cache = LSTMTrainCache(layers, keep, c0, acts, cs, tcs, hs, hprev, torch.empty_like(out))
-        return out[:, :k], out[:, k], cache
+        return fw.out[:, :k], fw.out[:, k], fw
 
     @staticmethod
-    def output_grad_views(cache: LSTMTrainCache) -> tuple[torch.Tensor, torch.Tensor]:
+    def output_grad_views(cache: NetForward) -> tuple[torch.Tensor, torch.Tensor]:
         """Where :meth:`backward` reads d loss / d logits (N, K) and d loss / d value (N,): a
         loss that writes there saves a concatenation."""
         k = cache.grad_out.shape[1] - 1
         return cache.grad_out[:, :k], cache.grad_out[:, k]
 
     @torch.no_grad()
-    def backward(self, cache: LSTMTrainCache) -> None:
+    def backward(self, cache: NetForward) -> None:
         """Write d loss / d parameters into every parameter's ``.grad`` (overwritten, not
-        accumulated) from the output gradients in :meth:`output_grad_views`."""
+        accumulated) from the output gradients in :meth:`output_grad_views`: one call of the
+        compiled network's backward (``lstm_cpu.net_backward``)."""
         lstm, heads = self.lstm, self.out.linear
-        t_len, b, four_h = cache.acts.shape
-        n = t_len * b
-        grad_out = cache.grad_out
-        hs = cache.hs.view(n, -1)
-        torch.mm(grad_out.T, hs, out=heads.weight.grad)
-        torch.sum(grad_out, 0, out=heads.bias.grad)
-        grad_hs = torch.mm(grad_out, heads.weight).view(t_len, b, -1)
-        grad_z, _, _ = lstm_cpu.backward(
-            grad_hs, cache.acts, cache.keep, cache.c0, lstm.weight_hh, cache.cs, cache.tcs
-        )
-        grad_z = grad_z.view(n, four_h)
-        # dW_hh = sum_t dz_t^T (keep_t h_{t-1}), dW_ih = dz^T x: one matmul each over N rows.
-        torch.mm(grad_z.T, cache.hprev.view(n, -1), out=lstm.weight_hh.grad)
-        torch.mm(grad_z.T, cache.layers[-1], out=lstm.weight_ih.grad)
-        torch.sum(grad_z, 0, out=lstm.bias.grad)
-        grad_x = torch.mm(grad_z, lstm.weight_ih)
         linears = self.encoder.linears
-        for i in reversed(range(len(linears))):
-            # grad * (1 - tanh^2), in place.
-            dz = torch.ops.aten.tanh_backward.grad_input(
-                grad_x, cache.layers[i + 1], grad_input=grad_x
-            )
-            torch.mm(dz.T, cache.layers[i], out=linears[i].weight.grad)
-            torch.sum(dz, 0, out=linears[i].bias.grad)
-            if i > 0:
-                grad_x = torch.mm(dz, linears[i].weight)
+        grads = [m.weight.grad for m in linears] + [m.bias.grad for m in linears]
+        grads += [lstm.weight_ih.grad, lstm.weight_hh.grad, lstm.bias.grad]
+        grads += [heads.weight.grad, heads.bias.grad]
+        lstm_cpu.net_backward(
+            cache, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh, heads.weight, grads
+        )
