@@ -3,6 +3,8 @@ over a sequence against stepping ``act`` with the same resets."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,7 @@ from torch import nn
 
 from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies.lstm import LSTMActorCritic, LSTMCore
+from rlperf.ppo.optim import flatten_parameters
 
 DISCRETE = ActionSpec("discrete", (4,), 1)
 
@@ -179,3 +182,22 @@ def test_act_inside_acting_uses_the_weights_of_that_stretch_and_sees_later_chang
     with torch.no_grad(), policy.acting():
         _, _, v_after, _ = policy.act(obs, state, None, None, None)
     assert not torch.allclose(v_after, v_in)
+
+
+def test_a_deep_copy_of_the_policy_trains_its_own_parameters() -> None:
+    """The compiled network caches raw pointers to the parameters and its buffers; a copy of
+    the policy must not reuse them."""
+    torch.manual_seed(0)
+    policy = LSTMActorCritic(spec(), (8,), 12)
+    flatten_parameters(policy)
+    obs, dones = torch.randn(5, 8, 3), torch.zeros(5, 8)
+    state = policy.initial_state(8)
+    _, _, fw = policy.forward_train(obs, state, dones)
+    twin = copy.deepcopy(policy)
+    with torch.no_grad():
+        twin.lstm.weight_hh.mul_(2.0)
+    logits, _, twin_fw = twin.forward_train(obs, state, dones)
+    assert twin_fw.net is not fw.net
+    reference, _, _ = twin.evaluate(obs, torch.zeros(5, 8, dtype=torch.long), state, dones)
+    expected = torch.log_softmax(logits, -1)[:, 0].view(5, 8)
+    torch.testing.assert_close(expected, reference, rtol=0, atol=1e-5)

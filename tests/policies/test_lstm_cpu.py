@@ -159,29 +159,25 @@ def test_the_whole_network_does_not_depend_on_the_thread_count() -> None:
             grads = [torch.empty_like(w) for w, _ in encoder]
             grads += [torch.empty_like(b) for _, b in encoder]
             grads += [torch.empty_like(t) for t in (w_ih, w_hh, bias, w_head, b_head)]
-            lstm_cpu.net_backward(fw, encoder, w_ih, w_hh, w_head, grads)
+            lstm_cpu.net_backward(fw, grads)
             noise = torch.rand(22, 4, generator=torch.Generator().manual_seed(2)) + 0.1
-            weights = lstm_cpu.act_weights(encoder, w_ih, w_hh)
-            step = lstm_cpu.net_act(
-                obs[0], keep[0], h0, c0, [b for _, b in encoder], weights, bias, w_head, b_head,
-                noise,
-            )  # fmt: skip
-            results.append([fw.out, fw.hs, *fw.layers, *grads, *step])
+            step = lstm_cpu.CompiledStep(22, 3, encoder, w_ih, w_hh, bias, w_head, b_head)
+            results.append(
+                [fw.out, fw.hs, *fw.layers, *grads, *step(obs[0], keep[0], h0, c0, noise)]
+            )
     finally:
         torch.set_num_threads(before)
     for one, two in zip(*results, strict=True):
         assert torch.equal(one, two)
 
 
-def test_net_act_equals_the_first_step_of_net_forward() -> None:
+def test_the_compiled_step_equals_the_first_step_of_net_forward() -> None:
     """The rollout step (encoder, fused projection, cell, heads) against step 0 of the
     training forward, which projects all rows first."""
     obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head = network(13, 1)
     fw = lstm_cpu.net_forward(obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head)
-    weights = lstm_cpu.act_weights(encoder, w_ih, w_hh)
-    h, c, out, actions, logprob = lstm_cpu.net_act(
-        obs[0], keep[0], h0, c0, [b for _, b in encoder], weights, bias, w_head, b_head, None
-    )
+    step = lstm_cpu.CompiledStep(13, 3, encoder, w_ih, w_hh, bias, w_head, b_head)
+    h, c, out, actions, logprob = step(obs[0], keep[0], h0, c0, None)
     assert actions is None and logprob is None
     torch.testing.assert_close(h, fw.hs[0], rtol=0, atol=1e-6)
     torch.testing.assert_close(c, fw.cs[0], rtol=0, atol=1e-6)

@@ -143,25 +143,30 @@ def lstm_minibatch(policy: LSTMActorCritic, t_len: int, batch: int, seed: int):
     [((16, 12), 6), ((8,), 6), ((), 6), ((16, 12), 19)],
     ids=["two-layers", "one-layer", "no-encoder", "two-layers-two-threads"],
 )
-@pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
+@pytest.mark.parametrize(
+    "clip_vloss, max_grad_norm", [(True, 0.0), (False, 0.0), (True, 0.05)],
+    ids=["vclip", "no-vclip", "vclip-gradclip"],
+)  # fmt: skip
 def test_lstm_analytic_update_matches_autograd_through_the_torch_recurrence(
-    hidden_sizes, batch, clip_vloss
+    hidden_sizes, batch, clip_vloss, max_grad_norm
 ) -> None:
     """The LSTM's analytic path (float32, the compiled network, tanh as 2 sigmoid(2z) - 1)
     against autograd over the plain torch recurrence and ``nn.Tanh`` in float64, parameter by
     parameter; and the analytic path writes every parameter's gradient. 19 environments: two
-    threads (the kernel gives 8 or more rows a second one), 4-row tiles with a partial one."""
+    threads (the kernel gives 8 or more rows a second one), 4-row tiles with a partial one.
+    A max_grad_norm of 0.05 clips (the gradient's norm here is ~1): the kernel's clipping
+    against ``clip_grad_norm_``'s arithmetic in torch."""
     torch.manual_seed(0)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss)
+        _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss, max_grad_norm)
     finally:
         torch.set_num_threads(before)
 
 
-def _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss) -> None:
-    ppo = PPOConfig(clip_vloss=clip_vloss, max_grad_norm=0.0)
+def _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss, max_grad_norm) -> None:
+    ppo = PPOConfig(clip_vloss=clip_vloss, max_grad_norm=max_grad_norm)
     spec = EnvSpec(6, (3,), np.dtype(np.float32), ActionSpec("discrete", (4,), 1))
     fast = LSTMActorCritic(spec, hidden_sizes, 20)
     assert fast.analytic
@@ -187,6 +192,8 @@ def _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss) -> None:
     for (name, p), ref in zip(fast.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p.grad.double(), ref.grad, rtol=1e-4, atol=2e-6, msg=name)
         assert p.grad.abs().sum() > 0, name
+    if max_grad_norm > 0:  # it did clip
+        assert abs(analytic.grad.norm().item() - max_grad_norm) < 1e-6
 
 
 def test_the_lstm_takes_the_analytic_path_only_where_it_applies() -> None:

@@ -599,7 +599,66 @@ static void net_forward(const Net *n, int threads) {
     }
 }
 
-static void net_backward(const Net *n, int threads) {
+/* The weight gradients as a list of (pointer, length), in the order net_backward's caller
+ * passes them; returns how many. */
+static int grad_list(const Net *n, float **ptr, size_t *len) {
+    const int L = n->n_layers, hid = n->seq.hid, four = 4 * hid;
+    int c = 0;
+    for (int l = 0; l < L; l++)
+        ptr[c] = n->g_enc_w[l], len[c++] = (size_t)n->width[l + 1] * n->width[l];
+    for (int l = 0; l < L; l++) ptr[c] = n->g_enc_b[l], len[c++] = (size_t)n->width[l + 1];
+    ptr[c] = n->g_w_ih, len[c++] = (size_t)four * n->width[L];
+    ptr[c] = n->g_w_hh, len[c++] = (size_t)four * hid;
+    ptr[c] = n->g_bias, len[c++] = (size_t)four;
+    ptr[c] = n->g_w_head, len[c++] = (size_t)n->n_out * hid;
+    ptr[c] = n->g_b_head, len[c++] = (size_t)n->n_out;
+    return c;
+}
+
+#define CLIP_BLOCKS 64
+
+/* Thread p of np: clip_grad_norm_'s arithmetic over all the weight gradients,
+ * g *= min(1, max_norm / (||g|| + 1e-6)). The squares are summed in CLIP_BLOCKS fixed pieces of
+ * the concatenated gradient (in double), whatever the thread count, and the pieces added in
+ * order, so the result does not depend on the threads. `partial` is shared, CLIP_BLOCKS long. */
+static void clip_grads(const Net *n, float max_norm, double *partial, int p, int np) {
+    float *ptr[2 * MAX_LAYERS + 5];
+    size_t len[2 * MAX_LAYERS + 5], total = 0;
+    const int count = grad_list(n, ptr, len);
+    for (int i = 0; i < count; i++) total += len[i];
+    const size_t block = (total + CLIP_BLOCKS - 1) / CLIP_BLOCKS;
+    for (int pass = 0; pass < 2; pass++) {
+        float scale = 1.0f;
+        if (pass == 1) {
+            double sq = 0.0;
+            for (int k = 0; k < CLIP_BLOCKS; k++) sq += partial[k];
+            const float coef = max_norm / ((float)sqrt(sq) + 1e-6f);
+            scale = coef < 1.0f ? coef : 1.0f;
+        }
+        for (int k = p; k < CLIP_BLOCKS; k += np) {
+            /* Block k covers [k * block, (k + 1) * block) of the concatenation. */
+            size_t lo = (size_t)k * block, hi = lo + block, base = 0;
+            double sq = 0.0;
+            for (int i = 0; i < count; base += len[i], i++) {
+                if (hi <= base || lo >= base + len[i]) continue; /* no overlap with this one */
+                const size_t a = lo > base ? lo - base : 0;
+                const size_t e = hi - base < len[i] ? hi - base : len[i];
+                float *restrict g = ptr[i];
+                if (pass == 0)
+                    for (size_t j = a; j < e; j++) sq += (double)g[j] * g[j];
+                else
+                    for (size_t j = a; j < e; j++) g[j] *= scale;
+            }
+            if (pass == 0) partial[k] = sq;
+        }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+    }
+}
+
+static void net_backward(const Net *n, int threads, float max_grad_norm) {
+    double partial[CLIP_BLOCKS];
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
@@ -617,9 +676,14 @@ static void net_backward(const Net *n, int threads) {
 #pragma omp barrier
 #endif
         net_weight_grads(n, p, np);
+        if (max_grad_norm > 0.0f) {
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+            clip_grads(n, max_grad_norm, partial, p, np);
+        }
     }
 }
-
 
 static int parse(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long *dims, int ndims,
                  void **ptrs) {
@@ -760,12 +824,19 @@ static PyObject *py_net_forward(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* net_backward(T, B, H, L, n_out, threads, *widths, obs, *enc_w, *layers, *dz, w_ih, w_hh,
  *              w_head, acts, keep, c0, cs, tcs, hs, hprev, grad_out, grad_hs, grad_z, dh0, dc0,
- *              *g_enc_w, *g_enc_b, g_w_ih, g_w_hh, g_bias, g_w_head, g_b_head) */
+ *              *g_enc_w, *g_enc_b, g_w_ih, g_w_hh, g_bias, g_w_head, g_b_head, max_grad_norm):
+ * max_grad_norm > 0 clips all the gradients together to that norm */
 static PyObject *py_net_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     Net n;
     void *p[21 + 5 * MAX_LAYERS];
-    const int threads = parse_net(args, nargs, 21, 5, &n, p);
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "net_backward: expected arguments");
+        return NULL;
+    }
+    const float max_grad_norm = (float)PyFloat_AsDouble(args[nargs - 1]);
+    if (max_grad_norm == -1.0f && PyErr_Occurred()) return NULL;
+    const int threads = parse_net(args, nargs - 1, 21, 5, &n, p);
     if (threads < 0) return NULL;
     const int L = n.n_layers;
     void **q = p;
@@ -784,7 +855,7 @@ static PyObject *py_net_backward(PyObject *self, PyObject *const *args, Py_ssize
     n.g_w_ih = *q++, n.g_w_hh = *q++, n.g_bias = *q++, n.g_w_head = *q++, n.g_b_head = *q++;
     s->grad_hs = n.grad_hs;
     s->w = n.w_hh;
-    Py_BEGIN_ALLOW_THREADS net_backward(&n, threads);
+    Py_BEGIN_ALLOW_THREADS net_backward(&n, threads, max_grad_norm);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 

@@ -42,7 +42,7 @@ from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions, lstm_cpu
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State
 from rlperf.policies.encoders import MLPEncoder, make_encoder
-from rlperf.policies.lstm_cpu import LSTMUnrollCPU, NetForward
+from rlperf.policies.lstm_cpu import CompiledNet, CompiledStep, LSTMUnrollCPU, NetForward
 
 
 class LSTMUnroll(torch.autograd.Function):
@@ -272,7 +272,10 @@ class LSTMActorCritic(ActorCritic):
         self.encoder = make_encoder(spec, hidden_sizes, cnn_channels, cnn_features)
         self.lstm = LSTMCore(self.encoder.features, lstm_hidden_size)
         self.out = ActorCriticHeads(lstm_hidden_size, spec)
-        self._frozen_act_weights: torch.Tensor | None = None
+        self._steps: dict[tuple[int, int], CompiledStep] | None = None  # inside acting()
+        # (T, B, obs_dim) -> (the parameters' and gradients' pointers, the net bound to them)
+        self._nets: dict[tuple[int, int, int], tuple[tuple[int, ...], CompiledNet]] = {}
+        self._params: list[nn.Parameter] | None = None
 
     @property
     def analytic(self) -> bool:  # type: ignore[override]
@@ -286,22 +289,28 @@ class LSTMActorCritic(ActorCritic):
 
     @contextlib.contextmanager
     def acting(self) -> Iterator[None]:
-        """Derive the rollout step's weight layouts once for a stretch of :meth:`act` calls
-        with unchanged parameters (a rollout)."""
-        self._frozen_act_weights = self._act_weights() if self.analytic else None
+        """Lay out the rollout step's weights once for a stretch of :meth:`act` calls with
+        unchanged parameters (a rollout)."""
+        self._steps = {}
         try:
             with self.lstm.frozen():
                 yield
         finally:
-            self._frozen_act_weights = None
+            self._steps = None
 
-    def _act_weights(self) -> torch.Tensor:
-        if self._frozen_act_weights is not None:
-            return self._frozen_act_weights
-        with torch.no_grad():
-            return lstm_cpu.act_weights(
-                self._encoder_weights(), self.lstm.weight_ih, self.lstm.weight_hh
-            )
+    def _compiled_step(self, batch: int, obs_dim: int) -> CompiledStep:
+        """The compiled rollout step for this batch: made once per :meth:`acting` stretch,
+        else per call."""
+        step = None if self._steps is None else self._steps.get((batch, obs_dim))
+        if step is None:
+            lstm, heads = self.lstm, self.out.linear
+            step = CompiledStep(
+                batch, obs_dim, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh,
+                lstm.bias, heads.weight, heads.bias,
+            )  # fmt: skip
+            if self._steps is not None:
+                self._steps[(batch, obs_dim)] = step
+        return step
 
     def initial_state(self, num_envs: int) -> State:
         device = self.lstm.weight_hh.device
@@ -340,11 +349,9 @@ class LSTMActorCritic(ActorCritic):
             keep = h.new_ones(h.shape[0]) if done is None else 1.0 - done
             k = self.out.num_outputs
             noise = h.new_empty(h.shape[0], k).exponential_(generator=generator)
-            h, c, out, actions, logprob = lstm_cpu.net_act(
-                obs.to(h.dtype), keep, h, c, [m.bias for m in self.encoder.linears],
-                self._act_weights(), self.lstm.bias, self.out.linear.weight,
-                self.out.linear.bias, noise,
-            )  # fmt: skip
+            obs = obs.to(h.dtype).flatten(1)
+            step = self._compiled_step(obs.shape[0], obs.shape[1])
+            h, c, out, actions, logprob = step(obs, keep, h, c, noise)
             return actions, logprob, out[:, k], (h, c)
         h, c = self._step(obs, state, done)
         out = torch.addmm(self.out.linear.bias, h, self.out.linear.weight.T)
@@ -374,21 +381,47 @@ class LSTMActorCritic(ActorCritic):
     def _encoder_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(linear.weight, linear.bias) for linear in self.encoder.linears]
 
+    def _compiled_net(self, t_len: int, b: int, obs_dim: int) -> CompiledNet:
+        """The compiled network for this shape, bound to the parameters' and gradients'
+        current storage (remade if either moved: ``flatten_parameters`` moves both)."""
+        if self._params is None:  # the same Parameter objects for life; their storage moves
+            self._params = list(self.parameters())
+        params = self._params
+        grads = [p.grad for p in params]
+        ptrs = tuple(p.data_ptr() for p in params)
+        ptrs += tuple(0 if g is None else g.data_ptr() for g in grads)
+        key = (t_len, b, obs_dim)
+        entry = self._nets.get(key)
+        if entry is None or entry[0] != ptrs or not entry[1].intact():
+            lstm, heads = self.lstm, self.out.linear
+            bound = None if any(g is None for g in grads) else self._grads()
+            net = CompiledNet(
+                t_len, b, obs_dim, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh,
+                lstm.bias, heads.weight, heads.bias, bound,
+            )  # fmt: skip
+            entry = self._nets[key] = (ptrs, net)
+        return entry[1]
+
+    def _grads(self) -> list[torch.Tensor]:
+        """The parameters' gradients in :class:`CompiledNet`'s order."""
+        lstm, heads, linears = self.lstm, self.out.linear, self.encoder.linears
+        grads = [m.weight.grad for m in linears] + [m.bias.grad for m in linears]
+        return grads + [lstm.weight_ih.grad, lstm.weight_hh.grad, lstm.bias.grad,
+                        heads.weight.grad, heads.bias.grad]  # fmt: skip
+
     @torch.no_grad()
     def forward_train(
         self, obs_seq: torch.Tensor, state0: State, dones_seq: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, NetForward]:
         """Logits (N, K) and values (N,) of ``(T, B, obs_dim)`` sequences, ``N = T * B``, and
-        the activations :meth:`backward` needs. Same arguments as :meth:`evaluate`. One call of
-        the compiled network (``lstm_cpu.net_forward``)."""
-        lstm, heads = self.lstm, self.out.linear
-        obs = obs_seq.to(lstm.weight_ih.dtype)
-        keep = keep_mask(dones_seq, obs)
+        the activations :meth:`backward` needs (views of the compiled network's buffers: valid
+        until the next ``forward_train`` of the same shape). Same arguments as
+        :meth:`evaluate`. One call of the compiled network (``lstm_cpu.CompiledNet``)."""
+        t_len, b = obs_seq.shape[:2]
+        obs = obs_seq.to(self.lstm.weight_ih.dtype)
+        net = self._compiled_net(t_len, b, obs[0, 0].numel())
         h0, c0 = state0
-        fw = lstm_cpu.net_forward(
-            obs, keep, h0, c0, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh,
-            lstm.bias, heads.weight, heads.bias,
-        )  # fmt: skip
+        fw = net.forward(obs, keep_mask(dones_seq, obs), h0, c0)
         k = self.out.num_outputs
         return fw.out[:, :k], fw.out[:, k], fw
 
@@ -400,15 +433,11 @@ class LSTMActorCritic(ActorCritic):
         return cache.grad_out[:, :k], cache.grad_out[:, k]
 
     @torch.no_grad()
-    def backward(self, cache: NetForward) -> None:
+    def backward(self, cache: NetForward, max_grad_norm: float = 0.0) -> None:
         """Write d loss / d parameters into every parameter's ``.grad`` (overwritten, not
-        accumulated) from the output gradients in :meth:`output_grad_views`: one call of the
-        compiled network's backward (``lstm_cpu.net_backward``)."""
-        lstm, heads = self.lstm, self.out.linear
-        linears = self.encoder.linears
-        grads = [m.weight.grad for m in linears] + [m.bias.grad for m in linears]
-        grads += [lstm.weight_ih.grad, lstm.weight_hh.grad, lstm.bias.grad]
-        grads += [heads.weight.grad, heads.bias.grad]
-        lstm_cpu.net_backward(
-            cache, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh, heads.weight, grads
-        )
+        accumulated) from the output gradients in :meth:`output_grad_views`, and with
+        ``max_grad_norm > 0`` clip them together to that norm: one call of the compiled
+        network's backward, clipping included (a separate norm, clamp and scale over the flat
+        gradient were ~50 us of torch ops per minibatch here)."""
+        net = cache.net
+        net.backward(cache, max_grad_norm, None if net.has_grads else self._grads())

@@ -9,8 +9,8 @@ T steps in C with the state in cache; rows are independent through the recurrenc
 threads each takes half of them for the whole sequence. What stays in torch is what is large:
 the input projection and ``dW_hh`` are one matmul over all ``T * B`` rows each.
 
-The analytic update and the rollout go one step further (:func:`net_forward`,
-:func:`net_backward`, :func:`net_act`): the whole actor-critic of ``policies/lstm.py``, tanh MLP
+The analytic update and the rollout go one step further (:class:`CompiledNet`,
+:class:`CompiledStep`): the whole actor-critic of ``policies/lstm.py``, tanh MLP
 encoder, projection, recurrence and linear heads, in one call each, with its matmuls in the
 same register tile (~105 GFLOPS on one core here at 512 x 64 x 256, where torch's matmul gave
 ~84) and no op between them. Each thread takes its environments through every layer; the
@@ -179,17 +179,19 @@ class LSTMUnrollCPU(torch.autograd.Function):
 
 @dataclass
 class NetForward:
-    """What :func:`net_forward` computed and :func:`net_backward` reads. ``N = T * B`` rows,
-    time-major.
+    """What :meth:`CompiledNet.forward` computed and :meth:`CompiledNet.backward` reads: views
+    of the net's buffers (valid until its next forward) and the inputs it read. ``N = T * B``
+    rows, time-major.
 
     Attributes:
         obs: (N, obs_dim) the encoder's input. layers: each encoder layer's tanh output
             (N, width). keep: (T, B). c0: (B, H).
         acts: (T, B, 4H) gate activations; cs, tcs, hs, hprev: (T, B, H), as :func:`forward`.
         out: (N, n_out) the heads' outputs (logits, then the value).
-        grad_out: (N, n_out) d loss / d out, for the loss to write (empty until it does).
+        grad_out: (N, n_out) d loss / d out, for the loss to write before the backward.
     """
 
+    net: CompiledNet
     obs: torch.Tensor
     layers: list[torch.Tensor]
     keep: torch.Tensor
@@ -213,11 +215,135 @@ def _check(*tensors: torch.Tensor) -> None:
             )
 
 
-def _widths(obs_dim: int, encoder: list[tuple[torch.Tensor, torch.Tensor]]) -> list[int]:
-    widths = [obs_dim] + [w.shape[0] for w, _ in encoder]
-    if max(widths) > MAX_FEATURES:
-        raise ValueError(f"the CPU LSTM network takes layers of at most {MAX_FEATURES} units")
-    return widths
+def _ptrs(tensors: list[torch.Tensor]) -> tuple[int, ...]:
+    return tuple(t.data_ptr() for t in tensors)
+
+
+class CompiledNet:
+    """The whole recurrent actor-critic of ``policies/lstm.py`` for ``(T, B)`` sequences, one
+    kernel call forward and one backward: the tanh MLP encoder, the input projection, the
+    recurrence and the linear heads.
+
+    Bound to its weights (and gradients) and one shape: every buffer is allocated once and
+    every pointer argument computed once, because building the ~40 arguments and a dozen
+    tensors per call cost ~80 us here, a fifth of the forward's work at CartPole's sizes.
+    The weights' values may change between calls (an optimizer step in place), their storage
+    may not.
+
+    Args:
+        t_len, batch, obs_dim: the shape of the observations, (T, B, obs_dim).
+        encoder: (weight (out, in), bias (out,)) of each ``Linear + Tanh`` layer, may be empty.
+        w_ih (4H, F), w_hh (4H, H), bias (4H,): the LSTM. w_head (n_out, H), b_head (n_out,).
+        grads: None, or where :meth:`backward` writes the gradients: each encoder layer's
+            weight, then each one's bias, then W_ih, W_hh, the LSTM bias, the heads' weight and
+            bias; each contiguous float32 of its weight's shape.
+    """
+
+    def __init__(
+        self,
+        t_len: int,
+        batch: int,
+        obs_dim: int,
+        encoder: list[tuple[torch.Tensor, torch.Tensor]],
+        w_ih: torch.Tensor,
+        w_hh: torch.Tensor,
+        bias: torch.Tensor,
+        w_head: torch.Tensor,
+        b_head: torch.Tensor,
+        grads: list[torch.Tensor] | None = None,
+    ) -> None:
+        weights = [w_ih, w_hh, bias, w_head, b_head, *(t for pair in encoder for t in pair)]
+        _check(*weights)
+        hid, n_out, n = w_hh.shape[1], w_head.shape[0], t_len * batch
+        self.widths = [obs_dim] + [w.shape[0] for w, _ in encoder]
+        if max(self.widths) > MAX_FEATURES or hid > MAX_HIDDEN:
+            raise ValueError(
+                f"the CPU LSTM network takes layers of at most {MAX_FEATURES} units and an LSTM "
+                f"of at most {MAX_HIDDEN}"
+            )
+        self.shape = (t_len, batch, obs_dim)
+        self._dims = (t_len, batch, hid, len(encoder), n_out)
+        self._weights = weights  # kept alive: the kernel reads them through raw pointers
+        new = w_hh.new_empty
+        self.layers = [new(n, w) for w in self.widths[1:]]
+        wt = new(sum(w.numel() for w, _ in encoder) + w_ih.numel() + w_hh.numel())
+        self.acts = new(t_len, batch, 4 * hid)
+        self.cs, self.tcs, self.hs, self.hprev = (new(t_len, batch, hid) for _ in range(4))
+        self.out, self.grad_out = new(n, n_out), new(n, n_out)
+        grad_hs, grad_z = new(n, hid), torch.empty_like(self.acts)
+        dz = [torch.empty_like(y) for y in self.layers]
+        dh0, dc0 = new(batch, hid), new(batch, hid)
+        self._scratch = [wt, grad_hs, grad_z, *dz, dh0, dc0]
+        enc_w, enc_b = [w for w, _ in encoder], [b for _, b in encoder]
+        # net_forward(dims, threads, widths, obs, *enc_w, *enc_b, *layers, w_ih, w_hh, bias,
+        #             w_head, b_head, wt, acts, keep, h0, c0, cs, tcs, hs, hprev, out)
+        self._fwd_mid = _ptrs([*enc_w, *enc_b, *self.layers, w_ih, w_hh, bias, w_head, b_head])
+        self._fwd_mid += _ptrs([wt, self.acts])
+        self._fwd_end = _ptrs([self.cs, self.tcs, self.hs, self.hprev, self.out])
+        # net_backward(dims, threads, widths, obs, *enc_w, *layers, *dz, w_ih, w_hh, w_head,
+        #              acts, keep, c0, cs, tcs, hs, hprev, grad_out, grad_hs, grad_z, dh0, dc0,
+        #              *grads, max_grad_norm)
+        self._bwd_mid = _ptrs([*enc_w, *self.layers, *dz, w_ih, w_hh, w_head, self.acts])
+        self._bwd_end = _ptrs([self.cs, self.tcs, self.hs, self.hprev, self.grad_out, grad_hs])
+        self._bwd_end += _ptrs([grad_z, dh0, dc0])
+        self._grads = self._grad_ptrs(grads) if grads is not None else None
+
+    def intact(self) -> bool:
+        """Whether the pointers computed at construction still point at this net's buffers
+        (a deep copy copies the buffers but not what the pointers say)."""
+        return self._fwd_end[0] == self.cs.data_ptr()
+
+    @property
+    def has_grads(self) -> bool:
+        """Whether gradients were bound at construction."""
+        return self._grads is not None
+
+    def _grad_ptrs(self, grads: list[torch.Tensor]) -> tuple[int, ...]:
+        if len(grads) != 2 * self._dims[3] + 5:
+            raise ValueError("the CPU LSTM network takes one gradient tensor per weight")
+        _check(*grads)
+        self._grad_tensors = grads  # kept alive
+        return _ptrs(grads)
+
+    def forward(
+        self, obs: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor
+    ) -> NetForward:
+        """Args: obs (T, B, obs_dim); keep (T, B) as :func:`forward`; h0, c0 (B, H).
+        Returns the :class:`NetForward` whose ``out`` holds the heads' outputs."""
+        t_len, b, obs_dim = self.shape
+        obs = obs.reshape(t_len * b, obs_dim).contiguous()
+        keep, h0, c0 = keep.contiguous(), h0.contiguous(), c0.contiguous()
+        _check(obs, keep, h0, c0)
+        if keep.shape != (t_len, b) or h0.shape != c0.shape or h0.shape[0] != b:
+            raise ValueError(f"inputs do not match the network's shape {self.shape}")
+        _kernel.net_forward(
+            *self._dims, _threads(b), *self.widths, obs.data_ptr(), *self._fwd_mid,
+            keep.data_ptr(), h0.data_ptr(), c0.data_ptr(), *self._fwd_end,
+        )  # fmt: skip
+        return NetForward(
+            self, obs, self.layers, keep, c0, self.acts, self.cs, self.tcs, self.hs,
+            self.hprev, self.out, self.grad_out,
+        )  # fmt: skip
+
+    def backward(
+        self,
+        fw: NetForward,
+        max_grad_norm: float = 0.0,
+        grads: list[torch.Tensor] | None = None,
+    ) -> None:
+        """Backpropagate ``fw.grad_out`` through the forward ``fw`` (this net's latest) and
+        write every weight's gradient (overwritten) into the bound gradients, or ``grads``;
+        with ``max_grad_norm > 0`` then clip them all together to that norm
+        (``clip_grad_norm_``'s arithmetic, the norm summed in double)."""
+        grad_ptrs = self._grads if grads is None else self._grad_ptrs(grads)
+        if grad_ptrs is None:
+            raise ValueError("no gradients to write: bind them or pass grads")
+        b = self.shape[1]
+        _kernel.net_backward(
+            *self._dims, _threads(b), *self.widths, fw.obs.data_ptr(), *self._bwd_mid,
+            fw.keep.data_ptr(), fw.c0.data_ptr(), *self._bwd_end, *grad_ptrs,
+            float(max_grad_norm),
+        )  # fmt: skip
 
 
 def net_forward(
@@ -232,134 +358,90 @@ def net_forward(
     w_head: torch.Tensor,
     b_head: torch.Tensor,
 ) -> NetForward:
-    """The whole recurrent actor-critic over ``(T, B)`` sequences in one kernel call: the tanh
-    MLP encoder, the input projection, the recurrence and the linear heads.
+    """:meth:`CompiledNet.forward` of a net made for this one call (arguments as there)."""
+    t_len, b, obs_dim = obs.shape
+    net = CompiledNet(t_len, b, obs_dim, encoder, w_ih, w_hh, bias, w_head, b_head)
+    return net.forward(obs, keep, h0, c0)
 
-    Args:
-        obs: (T, B, obs_dim). keep: (T, B) as :func:`forward`. h0, c0: (B, H).
-        encoder: (weight (out, in), bias (out,)) of each ``Linear + Tanh`` layer, may be empty.
-        w_ih (4H, F), w_hh (4H, H), bias (4H,): the LSTM. w_head (n_out, H), b_head (n_out,).
 
-    Returns:
-        :class:`NetForward` (its ``out`` holds the heads' outputs).
+def net_backward(fw: NetForward, grads: list[torch.Tensor], max_grad_norm: float = 0.0) -> None:
+    """:meth:`CompiledNet.backward` of the net that computed ``fw``, into ``grads``."""
+    fw.net.backward(fw, max_grad_norm, grads)
+
+
+class CompiledStep:
+    """One rollout step of the whole actor-critic in one kernel call: encoder, input
+    projection and cell (as :func:`step`), heads, and given Exp(1) draws a categorical sample.
+
+    Bound to a snapshot of the weights (laid out for the register tiles once: each encoder
+    weight transposed, then ``[W_ih W_hh]^T``) and one batch size, with every pointer argument
+    computed once: make one per rollout (the policy's ``acting()``), while the weights stay as
+    they are. Arguments as :class:`CompiledNet`.
     """
-    t_len, b = obs.shape[:2]
-    hid, n_out, n = w_hh.shape[1], w_head.shape[0], t_len * b
-    widths = _widths(obs.shape[-1], encoder)
-    obs2 = obs.reshape(n, -1).contiguous()
-    keep, h0, c0 = keep.contiguous(), h0.contiguous(), c0.contiguous()
-    _check(obs2, keep, h0, c0, w_ih, w_hh, bias, w_head, b_head, *(t for p in encoder for t in p))
-    layers = [obs2.new_empty(n, w) for w in widths[1:]]
-    wt = obs2.new_empty(sum(w.numel() for w, _ in encoder) + w_ih.numel() + w_hh.numel())
-    acts = obs2.new_empty(t_len, b, 4 * hid)
-    cs = obs2.new_empty(t_len, b, hid)
-    tcs, hs, hprev = torch.empty_like(cs), torch.empty_like(cs), torch.empty_like(cs)
-    out = obs2.new_empty(n, n_out)
-    _kernel.net_forward(
-        t_len, b, hid, len(encoder), n_out, _threads(b), *widths, obs2.data_ptr(),
-        *(w.data_ptr() for w, _ in encoder), *(bb.data_ptr() for _, bb in encoder),
-        *(y.data_ptr() for y in layers), w_ih.data_ptr(), w_hh.data_ptr(), bias.data_ptr(),
-        w_head.data_ptr(), b_head.data_ptr(), wt.data_ptr(), acts.data_ptr(), keep.data_ptr(),
-        h0.data_ptr(), c0.data_ptr(), cs.data_ptr(), tcs.data_ptr(), hs.data_ptr(),
-        hprev.data_ptr(), out.data_ptr(),
-    )  # fmt: skip
-    return NetForward(obs2, layers, keep, c0, acts, cs, tcs, hs, hprev, out, torch.empty_like(out))
 
+    def __init__(
+        self,
+        batch: int,
+        obs_dim: int,
+        encoder: list[tuple[torch.Tensor, torch.Tensor]],
+        w_ih: torch.Tensor,
+        w_hh: torch.Tensor,
+        bias: torch.Tensor,
+        w_head: torch.Tensor,
+        b_head: torch.Tensor,
+    ) -> None:
+        _check(w_ih, w_hh, bias, w_head, b_head, *(t for pair in encoder for t in pair))
+        hid, n_out = w_hh.shape[1], w_head.shape[0]
+        widths = [obs_dim] + [w.shape[0] for w, _ in encoder]
+        if max(widths) > MAX_FEATURES or hid > MAX_HIDDEN:
+            raise ValueError(
+                f"the CPU LSTM step takes at most {MAX_FEATURES} features and {MAX_HIDDEN} units"
+            )
+        parts = [w.T.reshape(-1) for w, _ in encoder]
+        parts.append(torch.cat((w_ih, w_hh), 1).T.reshape(-1))
+        self.weights = torch.cat(parts)  # a copy: later weight updates do not show here
+        self.biases = [b.clone() for _, b in encoder] + [bias.clone(), b_head.clone()]
+        self.w_head = w_head.clone()
+        self.layers = [w_hh.new_empty(batch, w) for w in widths[1:]]  # scratch
+        self.batch, self.obs_dim, self.hid, self.n_out = batch, obs_dim, hid, n_out
+        # net_act(B, H, L, n_out, threads, widths, obs, *enc_b, *layers, wt, bias, w_head,
+        #         b_head, keep, h, c, h_out, c_out, out, noise, actions, logprob)
+        self._dims, self._widths = (batch, hid, len(encoder), n_out), widths
+        enc_b, (lstm_b, head_b) = self.biases[:-2], self.biases[-2:]
+        self._mid = _ptrs([*enc_b, *self.layers, self.weights, lstm_b, self.w_head, head_b])
 
-def net_backward(
-    fw: NetForward,
-    encoder: list[tuple[torch.Tensor, torch.Tensor]],
-    w_ih: torch.Tensor,
-    w_hh: torch.Tensor,
-    w_head: torch.Tensor,
-    grads: list[torch.Tensor],
-) -> None:
-    """Backpropagate ``fw.grad_out`` through :func:`net_forward` (same weights) and write the
-    gradient of every weight into ``grads`` (overwritten): each encoder layer's weight, then
-    each one's bias, then W_ih, W_hh, the LSTM bias, the heads' weight and bias; each
-    contiguous, float32, of its weight's shape."""
-    t_len, b, four_h = fw.acts.shape
-    hid, n_out, n = four_h // 4, w_head.shape[0], t_len * b
-    widths = _widths(fw.obs.shape[1], encoder)
-    if len(grads) != 2 * len(encoder) + 5 or not all(g.is_contiguous() for g in grads):
-        raise ValueError("net_backward takes one contiguous gradient tensor per weight")
-    grad_out = fw.grad_out.contiguous()
-    _check(w_ih, w_hh, w_head, *(w for w, _ in encoder), *grads)
-    grad_hs = fw.hs.new_empty(n, hid)
-    grad_z = torch.empty_like(fw.acts)
-    dz = [fw.obs.new_empty(n, w) for w in widths[1:]]
-    dh0, dc0 = fw.c0.new_empty(b, hid), fw.c0.new_empty(b, hid)
-    _kernel.net_backward(
-        t_len, b, hid, len(encoder), n_out, _threads(b), *widths, fw.obs.data_ptr(),
-        *(w.data_ptr() for w, _ in encoder), *(y.data_ptr() for y in fw.layers),
-        *(d.data_ptr() for d in dz), w_ih.data_ptr(), w_hh.data_ptr(), w_head.data_ptr(),
-        fw.acts.data_ptr(), fw.keep.data_ptr(), fw.c0.data_ptr(), fw.cs.data_ptr(),
-        fw.tcs.data_ptr(), fw.hs.data_ptr(), fw.hprev.data_ptr(), grad_out.data_ptr(),
-        grad_hs.data_ptr(), grad_z.data_ptr(), dh0.data_ptr(), dc0.data_ptr(),
-        *(g.data_ptr() for g in grads),
-    )  # fmt: skip
+    def __call__(
+        self,
+        obs: torch.Tensor,
+        keep: torch.Tensor,
+        h: torch.Tensor,
+        c: torch.Tensor,
+        noise: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Args: obs (B, obs_dim); keep (B,) 0 where the state is reset first; h, c (B, H);
+        noise None, or (B, n_out - 1) Exp(1) draws: the action is
+        ``argmax(log_softmax(logits) - log(noise))`` (Gumbel-max, as ``distributions.sample``).
 
-
-def act_weights(
-    encoder: list[tuple[torch.Tensor, torch.Tensor]], w_ih: torch.Tensor, w_hh: torch.Tensor
-) -> torch.Tensor:
-    """The weights :func:`net_act` reads, laid out for its register tiles: each encoder
-    weight transposed, then ``[W_ih W_hh]^T`` (F + H, 4H), flat. Made once per rollout."""
-    parts = [w.T.reshape(-1) for w, _ in encoder]
-    parts.append(torch.cat((w_ih, w_hh), 1).T.reshape(-1))
-    return torch.cat(parts)
-
-
-def net_act(
-    obs: torch.Tensor,
-    keep: torch.Tensor,
-    h: torch.Tensor,
-    c: torch.Tensor,
-    encoder_biases: list[torch.Tensor],
-    weights: torch.Tensor,
-    bias: torch.Tensor,
-    w_head: torch.Tensor,
-    b_head: torch.Tensor,
-    noise: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """One rollout step of the whole actor-critic in one kernel call: encoder, input projection
-    and cell (as :func:`step`), heads, and, given ``noise``, a categorical sample.
-
-    Args:
-        obs: (B, obs_dim). keep: (B,) 0 where the state is reset first. h, c: (B, H).
-        encoder_biases: each encoder layer's bias; weights: :func:`act_weights`.
-        bias: the LSTM's (4H,). w_head (n_out, H), b_head (n_out,): logits then value.
-        noise: None, or (B, n_out - 1) Exp(1) draws: the action is
-            ``argmax(log_softmax(logits) - log(noise))`` (Gumbel-max, as
-            ``distributions.sample``).
-
-    Returns:
-        h, c (B, H) after the step; out (B, n_out); actions (B,) int64 and their
-        log-probabilities (B,), or None and None without ``noise``.
-    """
-    b, obs_dim = obs.shape
-    hid, n_out = h.shape[1], w_head.shape[0]
-    widths = [obs_dim] + [bb.shape[0] for bb in encoder_biases]
-    if max(widths) > MAX_FEATURES or hid > MAX_HIDDEN:
-        raise ValueError(
-            f"the CPU LSTM step takes at most {MAX_FEATURES} features and {MAX_HIDDEN} units"
-        )
-    obs, keep, h, c = obs.contiguous(), keep.contiguous(), h.contiguous(), c.contiguous()
-    _check(obs, keep, h, c, weights, bias, w_head, b_head, *encoder_biases)
-    layers = [obs.new_empty(b, w) for w in widths[1:]]
-    h_out, c_out, out = torch.empty_like(h), torch.empty_like(c), obs.new_empty(b, n_out)
-    actions = logprob = None
-    if noise is not None:
-        noise = noise.contiguous()
-        _check(noise)
-        actions = torch.empty(b, dtype=torch.int64)
-        logprob = obs.new_empty(b)
-    _kernel.net_act(
-        b, hid, len(encoder_biases), n_out, _threads(b), *widths, obs.data_ptr(),
-        *(bb.data_ptr() for bb in encoder_biases), *(y.data_ptr() for y in layers),
-        weights.data_ptr(), bias.data_ptr(), w_head.data_ptr(), b_head.data_ptr(),
-        keep.data_ptr(), h.data_ptr(), c.data_ptr(), h_out.data_ptr(), c_out.data_ptr(),
-        out.data_ptr(), 0 if noise is None else noise.data_ptr(),
-        0 if actions is None else actions.data_ptr(), 0 if logprob is None else logprob.data_ptr(),
-    )  # fmt: skip
-    return h_out, c_out, out, actions, logprob
+        Returns: h, c (B, H) after the step; out (B, n_out) (logits, then the value); actions
+        (B,) int64 and their log-probabilities (B,), or None and None without ``noise``.
+        """
+        obs, keep, h, c = obs.contiguous(), keep.contiguous(), h.contiguous(), c.contiguous()
+        _check(obs, keep, h, c)
+        b = self.batch
+        if obs.shape != (b, self.obs_dim) or h.shape != (b, self.hid) or c.shape != h.shape:
+            raise ValueError(f"a step of {b} environments x {self.obs_dim} features expected")
+        h_out, c_out, out = torch.empty_like(h), torch.empty_like(c), obs.new_empty(b, self.n_out)
+        actions = logprob = None
+        noise_ptr = actions_ptr = logprob_ptr = 0
+        if noise is not None:
+            noise = noise.contiguous()
+            _check(noise)
+            actions, logprob = torch.empty(b, dtype=torch.int64), obs.new_empty(b)
+            noise_ptr, actions_ptr = noise.data_ptr(), actions.data_ptr()
+            logprob_ptr = logprob.data_ptr()
+        _kernel.net_act(
+            *self._dims, _threads(b), *self._widths, obs.data_ptr(), *self._mid,
+            keep.data_ptr(), h.data_ptr(), c.data_ptr(), h_out.data_ptr(), c_out.data_ptr(),
+            out.data_ptr(), noise_ptr, actions_ptr, logprob_ptr,
+        )  # fmt: skip
+        return h_out, c_out, out, actions, logprob

@@ -109,8 +109,7 @@ class AnalyticUpdate(_FlatAdamUpdate):
                 self.coefs, *policy.output_grad_views(cache), self._stat_rows,
             )  # fmt: skip
         with sec(names.BACKWARD):
-            policy.backward(cache)
-            clip_grad_norm(self.grad, self.ppo.max_grad_norm)
+            policy.backward(cache, self.ppo.max_grad_norm)  # clipping included
         return stats
 
     def apply(self, prof: Profiler) -> None:
