@@ -227,6 +227,41 @@ def _lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
     return Prepared(run, num_steps * num_envs, "samples")
 
 
+def _lstm_network(num_steps: int, num_envs: int, impl: str) -> Prepared:
+    """The whole LSTM actor-critic of position-only CartPole (encoder 64-64, LSTM 64, heads),
+    forward and backward over a (T, B) minibatch from given output gradients: the compiled
+    network (``lstm_cpu.CompiledNet``, one call each way) or autograd through the same modules
+    (the recurrence through the compiled kernel's autograd node where it is built)."""
+    import torch
+
+    policy, spec, _, _ = _kind_policy("lstm", num_envs)
+    if impl == "compiled" and not getattr(policy, "analytic", False):
+        raise CaseSkipped("no compiled LSTM network here (commit before it, or not built)")
+    from rlperf.ppo.optim import flatten_parameters
+
+    flatten_parameters(policy)
+    gen = torch.Generator().manual_seed(SEED)
+    obs = torch.randn(num_steps, num_envs, *spec.obs_shape, generator=gen)
+    dones = (torch.rand(num_steps, num_envs, generator=gen) < 0.02).float()
+    state = policy.initial_state(num_envs)
+    grad_out = torch.randn(num_steps * num_envs, spec.action.num_outputs + 1, generator=gen)
+
+    def run() -> Any:
+        if impl == "compiled":
+            _, _, cache = policy.forward_train(obs, state, dones)
+            cache.grad_out.copy_(grad_out)
+            policy.backward(cache)
+            return cache.grad_out
+        x = policy.encoder(obs.flatten(0, 1)).view(num_steps, num_envs, -1)
+        hs = policy.lstm.unroll(x, state, dones)
+        heads = policy.out.linear  # logits and value side by side, as forward_train's out
+        out = torch.addmm(heads.bias, hs.flatten(0, 1), heads.weight.T)
+        out.backward(grad_out)
+        return out
+
+    return Prepared(run, num_steps * num_envs, "samples")
+
+
 # -- host <-> device transfers (CUDA only) -----------------------------------------------
 def _transfer(direction: str, memory: str, non_blocking: bool, batch: int) -> Prepared:
     import torch
@@ -720,6 +755,9 @@ def all_cases() -> list[Case]:
     for impl in ("compiled", "torch"):
         params = {"num_steps": 32, "num_envs": 16, "impl": impl}
         cases.append(Case("lstm_recurrence", params, _lstm_recurrence))
+    for impl in ("compiled", "autograd"):
+        params = {"num_steps": 32, "num_envs": 16, "impl": impl}
+        cases.append(Case("lstm_network", params, _lstm_network))
     for direction in ("d2h", "h2d"):
         for memory in ("pageable", "pinned"):
             for non_blocking in (False, True):
@@ -814,7 +852,7 @@ def _gate_cases() -> list[Case]:
 
 COMPONENTS = (
     "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate",
-    "lstm_recurrence", "transfer",
+    "lstm_recurrence", "lstm_network", "transfer",
     "buffer_store", "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward",
     "optimizer_step", "update_epoch", "e2e_train", "petri_step", "petri_reset",
     "petri_masked_act", "petri_e2e", "robots_step", "robots_reset", "robots_render",
