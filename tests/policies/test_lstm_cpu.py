@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -125,7 +127,7 @@ def test_step_equals_projection_then_one_forward_step(batch, features, hidden) -
 
 
 def network(batch: int, t_len: int, widths=(3, 16, 12), hidden: int = 20, n_out: int = 5):
-    """Random weights and inputs of the whole network (``net_forward`` and friends)."""
+    """Random inputs and weights of the whole network: obs, keep, h0, c0, NetWeights."""
     gen = torch.Generator().manual_seed(batch)
 
     def rand(*shape, scale=1.0):
@@ -135,33 +137,34 @@ def network(batch: int, t_len: int, widths=(3, 16, 12), hidden: int = 20, n_out:
         (rand(w_out, w_in, scale=w_in**-0.5), rand(w_out, scale=0.1))
         for w_in, w_out in zip(widths[:-1], widths[1:], strict=True)
     ]
-    w_ih = rand(4 * hidden, widths[-1], scale=widths[-1] ** -0.5)
-    w_hh = rand(4 * hidden, hidden, scale=hidden**-0.5)
-    bias, w_head, b_head = rand(4 * hidden), rand(n_out, hidden, scale=0.3), rand(n_out)
+    weights = lstm_cpu.NetWeights(
+        encoder, rand(4 * hidden, widths[-1], scale=widths[-1] ** -0.5),
+        rand(4 * hidden, hidden, scale=hidden**-0.5), rand(4 * hidden),
+        rand(n_out, hidden, scale=0.3), rand(n_out),
+    )  # fmt: skip
     obs = rand(t_len, batch, widths[0])
     keep = (torch.rand(t_len, batch, generator=gen) >= 0.2).float()
-    h0, c0 = rand(batch, hidden), rand(batch, hidden)
-    return obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head
+    return obs, keep, rand(batch, hidden), rand(batch, hidden), weights
 
 
 def test_the_whole_network_does_not_depend_on_the_thread_count() -> None:
     """Threads split the environments, and each weight gradient's rows: every sum runs over
     all rows in one thread, so one and two threads give the same bits."""
-    obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head = network(22, 7)
+    obs, keep, h0, c0, weights = network(22, 7)
     grad_out = torch.randn(7 * 22, 5, generator=torch.Generator().manual_seed(1))
     results = []
     before = torch.get_num_threads()
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            fw = lstm_cpu.net_forward(obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head)
+            fw = lstm_cpu.net_forward(obs, keep, h0, c0, weights)
             fw.grad_out.copy_(grad_out)
-            grads = [torch.empty_like(w) for w, _ in encoder]
-            grads += [torch.empty_like(b) for _, b in encoder]
-            grads += [torch.empty_like(t) for t in (w_ih, w_hh, bias, w_head, b_head)]
-            lstm_cpu.net_backward(fw, grads)
+            grads = [torch.empty_like(w) for w, _ in weights.encoder]
+            grads += [torch.empty_like(b) for _, b in weights.encoder]
+            grads += [torch.empty_like(t) for t in weights.tensors()[:5]]
+            lstm_cpu.net_backward(fw, grads, max_grad_norm=0.5)
             noise = torch.rand(22, 4, generator=torch.Generator().manual_seed(2)) + 0.1
-            step = lstm_cpu.CompiledStep(22, 3, encoder, w_ih, w_hh, bias, w_head, b_head)
+            step = lstm_cpu.CompiledStep(22, 3, weights)
             results.append(
                 [fw.out, fw.hs, *fw.layers, *grads, *step(obs[0], keep[0], h0, c0, noise)]
             )
@@ -174,9 +177,9 @@ def test_the_whole_network_does_not_depend_on_the_thread_count() -> None:
 def test_the_compiled_step_equals_the_first_step_of_net_forward() -> None:
     """The rollout step (encoder, fused projection, cell, heads) against step 0 of the
     training forward, which projects all rows first."""
-    obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head = network(13, 1)
-    fw = lstm_cpu.net_forward(obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head)
-    step = lstm_cpu.CompiledStep(13, 3, encoder, w_ih, w_hh, bias, w_head, b_head)
+    obs, keep, h0, c0, weights = network(13, 1)
+    fw = lstm_cpu.net_forward(obs, keep, h0, c0, weights)
+    step = lstm_cpu.CompiledStep(13, 3, weights)
     h, c, out, actions, logprob = step(obs[0], keep[0], h0, c0, None)
     assert actions is None and logprob is None
     torch.testing.assert_close(h, fw.hs[0], rtol=0, atol=1e-6)
@@ -185,16 +188,18 @@ def test_the_compiled_step_equals_the_first_step_of_net_forward() -> None:
 
 
 def test_a_network_with_too_many_layers_is_refused() -> None:
-    obs, keep, h0, c0, _, w_ih, w_hh, bias, w_head, b_head = network(4, 2, widths=(3,))
-    encoder = [(torch.eye(3), torch.zeros(3))] * 9
+    obs, keep, h0, c0, weights = network(4, 2, widths=(3,))
+    deep = dataclasses.replace(weights, encoder=[(torch.eye(3), torch.zeros(3))] * 9)
     with pytest.raises(ValueError, match="9 encoder layers outside 0..8"):
-        lstm_cpu.net_forward(obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head)
+        lstm_cpu.net_forward(obs, keep, h0, c0, deep)
 
 
 def test_the_whole_network_refuses_tensors_it_cannot_read() -> None:
-    obs, keep, h0, c0, encoder, w_ih, w_hh, bias, w_head, b_head = network(4, 2)
+    obs, keep, h0, c0, weights = network(4, 2)
     with pytest.raises(ValueError, match="float32 CPU tensors, got torch.float64"):
-        lstm_cpu.net_forward(obs, keep, h0, c0, encoder, w_ih.double(), w_hh, bias, w_head, b_head)
+        lstm_cpu.net_forward(
+            obs, keep, h0, c0, dataclasses.replace(weights, w_ih=weights.w_ih.double())
+        )
+    head_t = torch.randn(20, 5).T  # (5, 20), the heads' shape, transposed memory
     with pytest.raises(ValueError, match="not contiguous"):
-        head_t = torch.randn(20, 5).T  # (5, 20), the heads' shape, transposed memory
-        lstm_cpu.net_forward(obs, keep, h0, c0, encoder, w_ih, w_hh, bias, head_t, b_head)
+        lstm_cpu.net_forward(obs, keep, h0, c0, dataclasses.replace(weights, w_head=head_t))

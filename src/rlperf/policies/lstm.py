@@ -42,7 +42,13 @@ from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions, lstm_cpu
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State
 from rlperf.policies.encoders import MLPEncoder, make_encoder
-from rlperf.policies.lstm_cpu import CompiledNet, CompiledStep, LSTMUnrollCPU, NetForward
+from rlperf.policies.lstm_cpu import (
+    CompiledNet,
+    CompiledStep,
+    LSTMUnrollCPU,
+    NetForward,
+    NetWeights,
+)
 
 
 class LSTMUnroll(torch.autograd.Function):
@@ -303,11 +309,7 @@ class LSTMActorCritic(ActorCritic):
         else per call."""
         step = None if self._steps is None else self._steps.get((batch, obs_dim))
         if step is None:
-            lstm, heads = self.lstm, self.out.linear
-            step = CompiledStep(
-                batch, obs_dim, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh,
-                lstm.bias, heads.weight, heads.bias,
-            )  # fmt: skip
+            step = CompiledStep(batch, obs_dim, self._net_weights())
             if self._steps is not None:
                 self._steps[(batch, obs_dim)] = step
         return step
@@ -378,8 +380,13 @@ class LSTMActorCritic(ActorCritic):
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
     # -- the analytic path (see the class docstring) ----------------------------------------
-    def _encoder_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [(linear.weight, linear.bias) for linear in self.encoder.linears]
+    def _net_weights(self) -> NetWeights:
+        """The parameters as the compiled network reads them."""
+        lstm, heads = self.lstm, self.out.linear
+        return NetWeights(
+            [(linear.weight, linear.bias) for linear in self.encoder.linears],
+            lstm.weight_ih, lstm.weight_hh, lstm.bias, heads.weight, heads.bias,
+        )  # fmt: skip
 
     def _compiled_net(self, t_len: int, b: int, obs_dim: int) -> CompiledNet:
         """The compiled network for this shape, bound to the parameters' and gradients'
@@ -393,12 +400,8 @@ class LSTMActorCritic(ActorCritic):
         key = (t_len, b, obs_dim)
         entry = self._nets.get(key)
         if entry is None or entry[0] != ptrs or not entry[1].intact():
-            lstm, heads = self.lstm, self.out.linear
             bound = None if any(g is None for g in grads) else self._grads()
-            net = CompiledNet(
-                t_len, b, obs_dim, self._encoder_weights(), lstm.weight_ih, lstm.weight_hh,
-                lstm.bias, heads.weight, heads.bias, bound,
-            )  # fmt: skip
+            net = CompiledNet(t_len, b, obs_dim, self._net_weights(), bound)
             entry = self._nets[key] = (ptrs, net)
         return entry[1]
 

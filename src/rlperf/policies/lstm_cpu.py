@@ -219,6 +219,41 @@ def _ptrs(tensors: list[torch.Tensor]) -> tuple[int, ...]:
     return tuple(t.data_ptr() for t in tensors)
 
 
+@dataclass(frozen=True)
+class NetWeights:
+    """The weights of the whole actor-critic as the kernel reads them (each contiguous
+    float32 on the CPU; the kernel keeps raw pointers, so the storage must outlive its users).
+
+    Attributes:
+        encoder: (weight (out, in), bias (out,)) of each ``Linear + Tanh`` layer, may be empty.
+        w_ih (4H, F), w_hh (4H, H), bias (4H,): the LSTM. w_head (n_out, H), b_head (n_out,):
+            the actor's logits, then the value.
+    """
+
+    encoder: list[tuple[torch.Tensor, torch.Tensor]]
+    w_ih: torch.Tensor
+    w_hh: torch.Tensor
+    bias: torch.Tensor
+    w_head: torch.Tensor
+    b_head: torch.Tensor
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [self.w_ih, self.w_hh, self.bias, self.w_head, self.b_head,
+                *(t for pair in self.encoder for t in pair)]  # fmt: skip
+
+    def widths(self, obs_dim: int) -> list[int]:
+        """Checked: the input width, then each encoder layer's; refuses what the kernel
+        cannot take (dtype, device, layout, sizes past its scratch)."""
+        _check(*self.tensors())
+        widths = [obs_dim] + [w.shape[0] for w, _ in self.encoder]
+        if max(widths) > MAX_FEATURES or self.w_hh.shape[1] > MAX_HIDDEN:
+            raise ValueError(
+                f"the CPU LSTM network takes layers of at most {MAX_FEATURES} units and an LSTM "
+                f"of at most {MAX_HIDDEN}"
+            )
+        return widths
+
+
 class CompiledNet:
     """The whole recurrent actor-critic of ``policies/lstm.py`` for ``(T, B)`` sequences, one
     kernel call forward and one backward: the tanh MLP encoder, the input projection, the
@@ -232,8 +267,7 @@ class CompiledNet:
 
     Args:
         t_len, batch, obs_dim: the shape of the observations, (T, B, obs_dim).
-        encoder: (weight (out, in), bias (out,)) of each ``Linear + Tanh`` layer, may be empty.
-        w_ih (4H, F), w_hh (4H, H), bias (4H,): the LSTM. w_head (n_out, H), b_head (n_out,).
+        weights: the network's :class:`NetWeights`.
         grads: None, or where :meth:`backward` writes the gradients: each encoder layer's
             weight, then each one's bias, then W_ih, W_hh, the LSTM bias, the heads' weight and
             bias; each contiguous float32 of its weight's shape.
@@ -244,23 +278,13 @@ class CompiledNet:
         t_len: int,
         batch: int,
         obs_dim: int,
-        encoder: list[tuple[torch.Tensor, torch.Tensor]],
-        w_ih: torch.Tensor,
-        w_hh: torch.Tensor,
-        bias: torch.Tensor,
-        w_head: torch.Tensor,
-        b_head: torch.Tensor,
+        weights: NetWeights,
         grads: list[torch.Tensor] | None = None,
     ) -> None:
-        weights = [w_ih, w_hh, bias, w_head, b_head, *(t for pair in encoder for t in pair)]
-        _check(*weights)
+        self.widths = weights.widths(obs_dim)
+        encoder, w_ih, w_hh = weights.encoder, weights.w_ih, weights.w_hh
+        bias, w_head, b_head = weights.bias, weights.w_head, weights.b_head
         hid, n_out, n = w_hh.shape[1], w_head.shape[0], t_len * batch
-        self.widths = [obs_dim] + [w.shape[0] for w, _ in encoder]
-        if max(self.widths) > MAX_FEATURES or hid > MAX_HIDDEN:
-            raise ValueError(
-                f"the CPU LSTM network takes layers of at most {MAX_FEATURES} units and an LSTM "
-                f"of at most {MAX_HIDDEN}"
-            )
         self.shape = (t_len, batch, obs_dim)
         self._dims = (t_len, batch, hid, len(encoder), n_out)
         self._weights = weights  # kept alive: the kernel reads them through raw pointers
@@ -347,21 +371,11 @@ class CompiledNet:
 
 
 def net_forward(
-    obs: torch.Tensor,
-    keep: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    encoder: list[tuple[torch.Tensor, torch.Tensor]],
-    w_ih: torch.Tensor,
-    w_hh: torch.Tensor,
-    bias: torch.Tensor,
-    w_head: torch.Tensor,
-    b_head: torch.Tensor,
+    obs: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weights: NetWeights
 ) -> NetForward:
     """:meth:`CompiledNet.forward` of a net made for this one call (arguments as there)."""
     t_len, b, obs_dim = obs.shape
-    net = CompiledNet(t_len, b, obs_dim, encoder, w_ih, w_hh, bias, w_head, b_head)
-    return net.forward(obs, keep, h0, c0)
+    return CompiledNet(t_len, b, obs_dim, weights).forward(obs, keep, h0, c0)
 
 
 def net_backward(fw: NetForward, grads: list[torch.Tensor], max_grad_norm: float = 0.0) -> None:
@@ -376,27 +390,14 @@ class CompiledStep:
     Bound to a snapshot of the weights (laid out for the register tiles once: each encoder
     weight transposed, then ``[W_ih W_hh]^T``) and one batch size, with every pointer argument
     computed once: make one per rollout (the policy's ``acting()``), while the weights stay as
-    they are. Arguments as :class:`CompiledNet`.
+    they are.
     """
 
-    def __init__(
-        self,
-        batch: int,
-        obs_dim: int,
-        encoder: list[tuple[torch.Tensor, torch.Tensor]],
-        w_ih: torch.Tensor,
-        w_hh: torch.Tensor,
-        bias: torch.Tensor,
-        w_head: torch.Tensor,
-        b_head: torch.Tensor,
-    ) -> None:
-        _check(w_ih, w_hh, bias, w_head, b_head, *(t for pair in encoder for t in pair))
+    def __init__(self, batch: int, obs_dim: int, weights: NetWeights) -> None:
+        widths = weights.widths(obs_dim)
+        encoder, w_ih, w_hh = weights.encoder, weights.w_ih, weights.w_hh
+        bias, w_head, b_head = weights.bias, weights.w_head, weights.b_head
         hid, n_out = w_hh.shape[1], w_head.shape[0]
-        widths = [obs_dim] + [w.shape[0] for w, _ in encoder]
-        if max(widths) > MAX_FEATURES or hid > MAX_HIDDEN:
-            raise ValueError(
-                f"the CPU LSTM step takes at most {MAX_FEATURES} features and {MAX_HIDDEN} units"
-            )
         parts = [w.T.reshape(-1) for w, _ in encoder]
         parts.append(torch.cat((w_ih, w_hh), 1).T.reshape(-1))
         self.weights = torch.cat(parts)  # a copy: later weight updates do not show here
