@@ -206,3 +206,4 @@ def test_the_lstm_takes_the_analytic_path_only_where_it_applies() -> None:
     assert not LSTMActorCritic(images, (8,), 4, cnn_channels=(4,), cnn_features=8).analytic
     box = EnvSpec(2, (3,), np.dtype(np.float32), ActionSpec("box", (), 2, (-1.0,) * 2, (1.0,) * 2))
     assert not LSTMActorCritic(box, (8,), 4).analytic
+    assert not LSTMActorCritic(flat, (4,) * 9, 4).analytic, "more encoder layers than it takes"

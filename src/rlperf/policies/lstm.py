@@ -33,6 +33,7 @@ few operations per step as possible.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 
 import torch
@@ -278,6 +279,7 @@ class LSTMActorCritic(ActorCritic):
         self.encoder = make_encoder(spec, hidden_sizes, cnn_channels, cnn_features)
         self.lstm = LSTMCore(self.encoder.features, lstm_hidden_size)
         self.out = ActorCriticHeads(lstm_hidden_size, spec)
+        self._widths = [math.prod(spec.obs_shape), *hidden_sizes]  # the MLP encoder's
         self._steps: dict[tuple[int, int], CompiledStep] | None = None  # inside acting()
         # (T, B, obs_dim) -> (the parameters' and gradients' pointers, the net bound to them)
         self._nets: dict[tuple[int, int, int], tuple[tuple[int, ...], CompiledNet]] = {}
@@ -291,6 +293,7 @@ class LSTMActorCritic(ActorCritic):
             and not self.spec.has_mask
             and isinstance(self.encoder, MLPEncoder)
             and lstm_cpu.usable(w)
+            and lstm_cpu.network_fits(self._widths, self.lstm.hidden)
         )
 
     @contextlib.contextmanager

@@ -36,6 +36,13 @@ except ImportError:  # built without a C compiler: the torch recurrence serves
 
 MAX_HIDDEN = 1024  # the kernel's per-thread scratch is sized for this many units
 MAX_FEATURES = 4096  # and for this many input features in step()
+MAX_LAYERS = 8  # encoder layers the whole-network calls take
+
+
+def network_fits(widths: list[int], hidden: int) -> bool:
+    """Whether the whole-network calls take an encoder of these widths (input first) and an
+    LSTM of ``hidden`` units."""
+    return len(widths) - 1 <= MAX_LAYERS and max(widths) <= MAX_FEATURES and hidden <= MAX_HIDDEN
 
 
 def available() -> bool:
@@ -246,10 +253,11 @@ class NetWeights:
         cannot take (dtype, device, layout, sizes past its scratch)."""
         _check(*self.tensors())
         widths = [obs_dim] + [w.shape[0] for w, _ in self.encoder]
-        if max(widths) > MAX_FEATURES or self.w_hh.shape[1] > MAX_HIDDEN:
+        if not network_fits(widths, self.w_hh.shape[1]):
             raise ValueError(
-                f"the CPU LSTM network takes layers of at most {MAX_FEATURES} units and an LSTM "
-                f"of at most {MAX_HIDDEN}"
+                f"the CPU LSTM network takes at most {MAX_LAYERS} encoder layers of at most "
+                f"{MAX_FEATURES} units and an LSTM of at most {MAX_HIDDEN}, got widths {widths} "
+                f"and {self.w_hh.shape[1]}"
             )
         return widths
 
