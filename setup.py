@@ -31,6 +31,7 @@ setup(
             "rlperf.ppo._loss_cpu",
             ["src/rlperf/ppo/_loss_cpu.c"],
             extra_compile_args=COMPILE_ARGS,
+            extra_link_args=openmp,
             optional=True,
         ),
     ]

@@ -168,7 +168,7 @@ def random_batch(n: int, num_actions: int, seed: int):
 
 
 @pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
-@pytest.mark.parametrize("n, num_actions", [(1, 1), (7, 2), (512, 2), (300, 5)])
+@pytest.mark.parametrize("n, num_actions", [(1, 1), (7, 2), (512, 2), (300, 5), (4099, 3)])
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
 def test_compiled_loss_equals_the_torch_ops(n, num_actions, clip_vloss, layout) -> None:
     """The compiled loop against the torch version, float32, random batches that cross every
@@ -198,6 +198,29 @@ def test_compiled_loss_refuses_an_action_out_of_range() -> None:
     logits, value, actions, *rest = random_batch(6, 3, seed=0)
     actions[4] = 3
     with pytest.raises(ValueError, match="action 3 of row 4 is outside 0..2"):
+        discrete_ppo_loss_and_head_grads(logits, value, actions, *rest, COEFS)
+
+
+def test_compiled_loss_does_not_depend_on_the_thread_count() -> None:
+    """Large batches split their rows over torch's threads; the statistics are summed in fixed
+    pieces added in order, so one and two threads give the same bits."""
+    batch = random_batch(5000, 2, seed=9)
+    results = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([x.clone() for x in discrete_ppo_loss_and_head_grads(*batch, COEFS)])
+    finally:
+        torch.set_num_threads(before)
+    for one, two in zip(*results, strict=True):
+        assert torch.equal(one, two)
+
+
+def test_compiled_loss_finds_a_bad_action_in_any_thread_s_rows() -> None:
+    logits, value, actions, *rest = random_batch(5000, 3, seed=1)
+    actions[4321] = -1
+    with pytest.raises(ValueError, match="action -1 of row 4321 is outside 0..2"):
         discrete_ppo_loss_and_head_grads(logits, value, actions, *rest, COEFS)
 
 

@@ -140,11 +140,16 @@ def discrete_ppo_loss_and_head_grads(
     _loss_kernel.loss(
         n, num_actions, int(coefs.clip_vloss), *logits.stride(),
         *(t.stride(0) for t in ins[1:]), *grad_logits.stride(), grad_value.stride(0),
-        float(coefs.clip_coef), float(coefs.ent_coef), float(coefs.vf_coef),
+        _loss_threads(n), float(coefs.clip_coef), float(coefs.ent_coef), float(coefs.vf_coef),
         *(t.data_ptr() for t in ins), grad_logits.data_ptr(), grad_value.data_ptr(),
         stats.data_ptr(),
     )  # fmt: skip
     return stats, grad_logits, grad_value
+
+
+def _loss_threads(n: int) -> int:
+    # Below ~2048 rows a second thread's fork/join costs more than its half of the rows.
+    return torch.get_num_threads() if n >= 2048 else 1
 
 
 def compiled_loss_available() -> bool:
