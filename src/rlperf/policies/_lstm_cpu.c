@@ -429,9 +429,15 @@ HOT static void weight_grad(int m0, int m1, int n_rows, int m, int k, const floa
     }
 }
 
+/* at (cols, rows) = a (rows, cols)^T, in 16 x 16 blocks: element by element, every write of a
+ * 256 x 64 weight's transpose went to another cache line. */
 static void transpose(int rows, int cols, const float *a, float *at) {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) at[(size_t)j * rows + i] = a[(size_t)i * cols + j];
+    for (int i0 = 0; i0 < rows; i0 += 16)
+        for (int j0 = 0; j0 < cols; j0 += 16) {
+            const int i1 = i0 + 16 < rows ? i0 + 16 : rows, j1 = j0 + 16 < cols ? j0 + 16 : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) at[(size_t)j * rows + i] = a[(size_t)i * cols + j];
+        }
 }
 
 static inline int features(const Net *n) { return n->width[n->n_layers]; }
