@@ -146,8 +146,17 @@ def _kind_policy(
 
 
 def _act_case(policy: Any, obs: Any, infos: dict[str, Any]) -> Prepared:
-    """One rollout step of ``policy``: state and done flags carried, the env's mask if any."""
+    """One rollout step of ``policy``: state and done flags carried, the env's mask if any.
+    Inside the policy's ``acting()`` stretch, entered once here and left open (the case never
+    changes the parameters), as every step of a rollout runs in the trainer."""
+    import contextlib
+
     import torch
+
+    stretch = contextlib.ExitStack()  # collected, it would end the stretch: run() holds it
+    acting = getattr(policy, "acting", None)  # commits before the hook have no stretch
+    if acting is not None:
+        stretch.enter_context(acting())
 
     num_envs = len(obs)
     obs_t = torch.from_numpy(obs)
@@ -157,7 +166,7 @@ def _act_case(policy: Any, obs: Any, infos: dict[str, Any]) -> Prepared:
     done = torch.zeros(num_envs) if policy.recurrent else None
     gen = torch.Generator().manual_seed(SEED)
 
-    def run() -> Any:
+    def run(_stretch: contextlib.ExitStack = stretch) -> Any:  # holds the stretch open
         with torch.inference_mode():
             return policy.act(obs_t, state, done, mask_t, gen)
 
