@@ -453,6 +453,22 @@ static float *wt_slot(const Net *n, int which) {
     return p;
 }
 
+/* The encoder on `rows` <= 4 rows from row0 (of obs and of every layer's output, which it
+ * writes); returns those rows of the last layer's output (of obs without layers), the LSTM's
+ * input. The weights transposed are in n->wt (wt_slot). */
+INLINE const float *encode_rows(const Net *n, size_t row0, int rows, float *pad) {
+    const float *in = n->obs + row0 * n->width[0];
+    for (int l = 0; l < n->n_layers; l++) {
+        const int k = n->width[l], w = n->width[l + 1];
+        float *o = n->layers[l] + row0 * w;
+        for (int r = 0; r < rows; r++) memcpy(o + r * w, n->enc_b[l], sizeof(float) * w);
+        gemm_rows(rows, k, w, in, k, wt_slot(n, l), o, w, pad);
+        for (int e = 0; e < rows * w; e++) o[e] = tanh_approx(o[e]);
+        in = o;
+    }
+    return in;
+}
+
 /* Rows [r0, r1) of every step, forward: encoder, input projection into acts, recurrence, heads. */
 HOT static void net_forward_rows(const Net *n, int r0, int r1) {
     float pad[TILE_ROWS * MAX_K];
@@ -462,15 +478,7 @@ HOT static void net_forward_rows(const Net *n, int r0, int r1) {
         for (int rb = r0; rb < r1; rb += TILE_ROWS) {
             const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
             const size_t row0 = (size_t)t * b + rb;
-            const float *in = n->obs + row0 * n->width[0];
-            for (int l = 0; l < L; l++) {
-                const int k = n->width[l], w = n->width[l + 1];
-                float *o = n->layers[l] + row0 * w;
-                for (int r = 0; r < rows; r++) memcpy(o + r * w, n->enc_b[l], sizeof(float) * w);
-                gemm_rows(rows, k, w, in, k, wt_slot(n, l), o, w, pad);
-                for (int e = 0; e < rows * w; e++) o[e] = tanh_approx(o[e]);
-                in = o;
-            }
+            const float *in = encode_rows(n, row0, rows, pad);
             float *z = s->acts + row0 * four;
             for (int r = 0; r < rows; r++) memcpy(z + r * four, n->bias, sizeof(float) * four);
             gemm_rows(rows, f_in, four, in, f_in, wt_slot(n, L), z, four, pad);
@@ -565,20 +573,10 @@ HOT static void net_act_rows(const Net *n, const float *noise, int64_t *actions,
                              int r0, int r1) {
     float pad[TILE_ROWS * MAX_K];
     const Seq *s = &n->seq;
-    const int hid = s->hid, L = n->n_layers, n_out = n->n_out, k_act = n_out - 1;
-    for (int rb = r0; rb < r1; rb += TILE_ROWS) {
-        const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-        const float *in = n->obs + (size_t)rb * n->width[0];
-        for (int l = 0; l < L; l++) {
-            const int k = n->width[l], w = n->width[l + 1];
-            float *o = n->layers[l] + (size_t)rb * w;
-            for (int r = 0; r < rows; r++) memcpy(o + r * w, n->enc_b[l], sizeof(float) * w);
-            gemm_rows(rows, k, w, in, k, wt_slot(n, l), o, w, pad);
-            for (int e = 0; e < rows * w; e++) o[e] = tanh_approx(o[e]);
-            in = o;
-        }
-    }
-    step_rows(s, r0, r1);
+    const int hid = s->hid, n_out = n->n_out, k_act = n_out - 1;
+    for (int rb = r0; rb < r1; rb += TILE_ROWS)
+        encode_rows(n, (size_t)rb, r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS, pad);
+    step_rows(s, r0, r1); /* reads the encoder's output as s->x */
     small_out_rows(r1 - r0, hid, n_out, s->h_out + (size_t)r0 * hid, n->w_head, n->b_head,
                    n->out + (size_t)r0 * n_out);
     if (!noise) return;
@@ -888,31 +886,20 @@ static PyObject *py_net_backward(PyObject *self, PyObject *const *args, Py_ssize
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
-/* net_act(B, H, L, n_out, threads, *widths, obs, *enc_b, *layers, wt, bias, w_head, b_head,
+/* net_act(1, B, H, L, n_out, threads, *widths, obs, *enc_b, *layers, wt, bias, w_head, b_head,
  *         keep, h, c, h_out, c_out, out, noise, actions, logprob): one rollout step; wt holds
  * each encoder weight transposed, then [W_ih W_hh]^T; noise 0: no sampling. */
 static PyObject *py_net_act(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     Net n;
     void *p[14 + 2 * MAX_LAYERS];
-    /* parse_net reads T first: a step is T = 1. */
-    PyObject *with_t[6 + (MAX_LAYERS + 1) + 14 + 2 * MAX_LAYERS];
-    if (nargs < 5 || nargs + 1 > (Py_ssize_t)(sizeof(with_t) / sizeof(with_t[0]))) {
-        PyErr_SetString(PyExc_TypeError, "net_act: wrong number of arguments");
-        return NULL;
-    }
-    PyObject *one = PyLong_FromLong(1);
-    if (!one) return NULL;
-    with_t[0] = one;
-    for (Py_ssize_t i = 0; i < nargs; i++) with_t[i + 1] = args[i];
-    const int threads = parse_net(with_t, nargs + 1, 14, 2, &n, p);
-    Py_DECREF(one);
+    const int threads = parse_net(args, nargs, 14, 2, &n, p);
     if (threads < 0) return NULL;
-    const int L = n.n_layers;
-    if (n.width[L] > MAX_FEATURES) {
-        PyErr_Format(PyExc_ValueError, "input features %d outside 1..%d", n.width[L], MAX_FEATURES);
+    if (n.seq.t_len != 1) {
+        PyErr_Format(PyExc_ValueError, "net_act is one step: T = 1, got %d", n.seq.t_len);
         return NULL;
     }
+    const int L = n.n_layers;
     void **q = p;
     n.obs = *q++;
     for (int l = 0; l < L; l++) n.enc_b[l] = *q++;
@@ -958,7 +945,7 @@ static PyMethodDef methods[] = {
     {"net_backward", (PyCFunction)(void (*)(void))py_net_backward, METH_FASTCALL,
      "net_backward(T, B, H, L, n_out, threads, *widths, *pointers): its gradients"},
     {"net_act", (PyCFunction)(void (*)(void))py_net_act, METH_FASTCALL,
-     "net_act(B, H, L, n_out, threads, *widths, *pointers): one rollout step and its sample"},
+     "net_act(1, B, H, L, n_out, threads, *widths, *pointers): one rollout step and its sample"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -189,7 +189,7 @@ class LSTMCore(nn.Module):
         if self._frozen_step_weights is not None:
             return self._frozen_step_weights
         with torch.no_grad():
-            return torch.cat((self.weight_ih, self.weight_hh), 1).T.contiguous()
+            return lstm_cpu.cat_weights_t(self.weight_ih, self.weight_hh)
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:

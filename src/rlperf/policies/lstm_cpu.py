@@ -128,6 +128,12 @@ def backward(
     return grad_z, dh0, dc0
 
 
+def cat_weights_t(w_ih: torch.Tensor, w_hh: torch.Tensor) -> torch.Tensor:
+    """``[W_ih W_hh]^T``, (F + H, 4H) contiguous: the layout the fused rollout step reads
+    (:func:`step`, :class:`CompiledStep`), so ``z = b + [x, keep h] @ it`` is one matmul."""
+    return torch.cat((w_ih, w_hh), 1).T.contiguous()
+
+
 def step(
     x: torch.Tensor,
     keep: torch.Tensor,
@@ -141,8 +147,7 @@ def step(
 
     Args:
         x: (B, F) encoder features; keep: (B,); h, c: (B, H).
-        w_cat_t: (F + H, 4H), ``torch.cat((W_ih, W_hh), 1).T`` contiguous (see
-            :meth:`~rlperf.policies.lstm.LSTMCore.step_weights`); bias: (4H,).
+        w_cat_t: (F + H, 4H), :func:`cat_weights_t`; bias: (4H,).
 
     Returns:
         h, c after the step, (B, H) each.
@@ -406,16 +411,15 @@ class CompiledStep:
         encoder, w_ih, w_hh = weights.encoder, weights.w_ih, weights.w_hh
         bias, w_head, b_head = weights.bias, weights.w_head, weights.b_head
         hid, n_out = w_hh.shape[1], w_head.shape[0]
-        parts = [w.T.reshape(-1) for w, _ in encoder]
-        parts.append(torch.cat((w_ih, w_hh), 1).T.reshape(-1))
+        parts = [w.T.reshape(-1) for w, _ in encoder] + [cat_weights_t(w_ih, w_hh).view(-1)]
         self.weights = torch.cat(parts)  # a copy: later weight updates do not show here
         self.biases = [b.clone() for _, b in encoder] + [bias.clone(), b_head.clone()]
         self.w_head = w_head.clone()
         self.layers = [w_hh.new_empty(batch, w) for w in widths[1:]]  # scratch
         self.batch, self.obs_dim, self.hid, self.n_out = batch, obs_dim, hid, n_out
-        # net_act(B, H, L, n_out, threads, widths, obs, *enc_b, *layers, wt, bias, w_head,
-        #         b_head, keep, h, c, h_out, c_out, out, noise, actions, logprob)
-        self._dims, self._widths = (batch, hid, len(encoder), n_out), widths
+        # net_act(T = 1, B, H, L, n_out, threads, widths, obs, *enc_b, *layers, wt, bias,
+        #         w_head, b_head, keep, h, c, h_out, c_out, out, noise, actions, logprob)
+        self._dims, self._widths = (1, batch, hid, len(encoder), n_out), widths
         enc_b, (lstm_b, head_b) = self.biases[:-2], self.biases[-2:]
         self._mid = _ptrs([*enc_b, *self.layers, self.weights, lstm_b, self.w_head, head_b])
 
