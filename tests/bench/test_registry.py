@@ -137,7 +137,7 @@ def test_the_gate_default_set_trains_every_workload_once() -> None:
         trainer = inspect.getclosurevars(ready.run).nonlocals["trainer"]
         cfg = trainer.cfg
         workloads.add((cfg.env.env, cfg.env.options.get("observe"), cfg.policy.kind,
-                       trainer.phase if trainer.teacher is not None else None))  # fmt: skip
+                       trainer.phase if trainer.teacher_phase is not None else None))  # fmt: skip
         # A call trains whole iterations, so items_per_call is what it trained.
         assert ready.items_per_call % trainer.batch_size == 0, case.name
     assert workloads == {

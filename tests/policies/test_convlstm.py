@@ -255,7 +255,7 @@ def config(iterations: int, **overrides) -> Config:
 
 def test_the_trainer_builds_the_convlstm_for_images() -> None:
     trainer = Trainer(config(1), profiler=Profiler())
-    assert isinstance(trainer.policy, ConvLSTMActorCritic) and trainer.recurrent
+    assert isinstance(trainer.policy, ConvLSTMActorCritic) and trainer.policy.recurrent
     assert trainer.policy.profiler is trainer.prof, "stage sections go to the trainer's profiler"
 
 

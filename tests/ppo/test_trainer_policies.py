@@ -101,7 +101,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path, wor
     resumed = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=True)
     for name, value in straight.policy.state_dict().items():
         assert torch.equal(resumed["policy"][name], value), name
-    if straight.recurrent:
+    if straight.policy.recurrent:
         for saved, state in zip(resumed["policy_state"], straight.state, strict=True):
             assert torch.equal(saved, state)
 
@@ -169,7 +169,7 @@ def test_env_options_reach_the_environment() -> None:
     assert trainer.spec.obs_shape == (2,)
     assert trainer.env.max_episode_steps == 20
     trainer.train()
-    assert max(trainer.recent_lengths) <= 20
+    assert max(trainer.episodes.lengths) <= 20
 
 
 def test_bf16_autocast_trains_with_finite_losses() -> None:

@@ -41,14 +41,14 @@ def test_the_teacher_runs_only_in_the_supervised_phase(tmp_path: Path) -> None:
     trainer = Trainer(config(4, 2, summary_every=1), profiler=Profiler())
     assert trainer.rows == ROWS and trainer.buffer.obs.shape[1] == ROWS
     calls = []
-    teacher = trainer.teacher
+    teacher = trainer.teacher_phase.teacher
 
     def counting_teacher(obs: np.ndarray) -> np.ndarray:
         calls.append(trainer.iteration)
         assert obs.shape == (ROWS, *trainer.spec.obs_shape) and obs.dtype == np.uint8
         return teacher(obs)
 
-    trainer.teacher = counting_teacher
+    trainer.teacher_phase.teacher = counting_teacher
     summary = trainer.train(tmp_path / "run")
     assert calls == [1] * NUM_STEPS + [2] * NUM_STEPS, "called every step of iterations 1-2 only"
     assert summary["teacher_calls"] == {"supervised": 2 * NUM_STEPS, "ppo": 0}
@@ -89,7 +89,7 @@ def test_timing_block_rows_add_up_to_the_rollout_total(tmp_path: Path, capsys) -
 
 def test_the_supervised_update_moves_the_student_towards_the_teacher() -> None:
     trainer = Trainer(config(1, 1), profiler=Profiler())
-    trainer.collect()
+    trainer.collect(supervised=trainer.teacher_phase.begin_rollout(trainer.global_step))
     trainer.compute_advantages()
     buf = trainer.buffer
     target = buf.teacher_actions.clone()

@@ -20,6 +20,7 @@ observation of its next episode, like the observation itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,18 @@ class ActionSpec:
     @property
     def mask_width(self) -> int:
         return sum(self.nvec)
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.low, dtype=np.float32), np.asarray(self.high, dtype=np.float32)
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        """Sampled actions (B, ...) as the environment takes them: Box actions clipped to
+        their bounds (a Gaussian sample is unbounded); discrete ones unchanged."""
+        if self.discrete:
+            return actions
+        low, high = self._bounds
+        return np.clip(actions, low, high)
 
     @staticmethod
     def from_space(space: spaces.Space) -> ActionSpec:

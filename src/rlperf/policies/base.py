@@ -32,6 +32,7 @@ from torch import nn
 
 from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions
+from rlperf.timing.sections import Profiler
 
 State = tuple[torch.Tensor, ...]
 
@@ -45,6 +46,10 @@ class ActorCritic(nn.Module):
     def __init__(self, spec: EnvSpec) -> None:
         super().__init__()
         self.spec = spec
+        # Where a policy that times its own stages (the ConvLSTM) records them: the trainer sets
+        # its profiler here, so they nest under rollout/policy_forward and update/loss; None
+        # means the process-wide one (a policy used outside a trainer).
+        self.profiler: Profiler | None = None
 
     def initial_state(self, num_envs: int) -> State:
         return ()

@@ -100,7 +100,7 @@ from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State, orthogonal_
 from rlperf.timing import names
-from rlperf.timing.sections import NULL_SECTION, Profiler, get_profiler
+from rlperf.timing.sections import NULL_SECTION, get_profiler
 
 GRID_SIDE = 8  # large images are read into a grid this many cells across
 DOWNSAMPLE_ABOVE = 16  # images whose smaller side is at most this keep one cell per pixel
@@ -175,9 +175,6 @@ class ConvLSTMActorCritic(ActorCritic):
         self.grid = (height // self.stride, width // self.stride)
         self.channels, self.layers, self.ticks = channels, layers, ticks
         self.sections, self.channels_last = sections, channels_last
-        # Where the stage sections go: the trainer sets its own profiler here; None means the
-        # process-wide one (a policy used outside a trainer).
-        self.profiler: Profiler | None = None
         ch, d, gain = channels, layers, math.sqrt(2)
         self.embed = orthogonal_(nn.Conv2d(c_in + 1, ch, self.stride, self.stride), gain)
         self.conv = orthogonal_(nn.Conv2d(ch, ch, 3, padding=1), gain)

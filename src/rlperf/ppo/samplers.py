@@ -62,17 +62,25 @@ class PackedTableSampler:
     set of views per epoch was ~20 small ops per minibatch, a few percent of the update.
     """
 
+    @staticmethod
+    def fits(buf: RolloutBuffer) -> bool:
+        """Whether ``buf`` packs into one float table: flat float32 observations of a
+        feed-forward policy, without action masks or a teacher's actions."""
+        return (
+            buf.spec.flat_obs
+            and buf.obs.dtype == torch.float32
+            and not buf.recurrent
+            and buf.masks is None
+            and buf.teacher_actions is None
+        )
+
     def __init__(self, buf: RolloutBuffer) -> None:
-        spec = buf.spec
-        if (
-            not spec.flat_obs
-            or buf.obs.dtype != torch.float32
-            or buf.masks is not None
-            or buf.teacher_actions is not None
-        ):
+        if not self.fits(buf):
             raise ValueError(
-                "the packed table takes flat float32 observations without masks or a teacher"
+                "the packed table takes flat float32 observations of a feed-forward policy "
+                "without masks or a teacher"
             )
+        spec = buf.spec
         self.buf = buf
         n = buf.num_steps * buf.num_envs
         obs_dim = spec.obs_shape[0]

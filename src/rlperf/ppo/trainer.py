@@ -11,7 +11,7 @@ One iteration, as CleanRL's ``ppo.py`` and PufferLib's ``evaluate``/``train`` sp
     gae                        bootstrap value of the last observation, advantages, returns
     update
       minibatch_prep           pack the sample table, shuffle per epoch, normalise advantages
-      loss                     forward pass and PPO loss (and, fast path, its output gradients)
+      loss                     forward pass and PPO loss (and, analytic update, its gradients)
       backward                 gradients of all parameters, gradient-norm clipping
       optimizer_step           Adam
     logging                    read the iteration's statistics (one host sync), write metrics
@@ -20,29 +20,15 @@ One iteration, as CleanRL's ``ppo.py`` and PufferLib's ``evaluate``/``train`` sp
 No ``.item()`` or other host sync happens inside ``rollout`` or ``update``: per-minibatch
 statistics are summed on the device and read once, in ``logging``.
 
-**Supervised-then-PPO** (``--supervised-steps N``, an environment with a scripted teacher, e.g.
-``grid``): while fewer than N env steps are done, each rollout step also runs the teacher under
-``rollout/teacher`` (``reshape``, ``device_to_host``, ``call``, ``to_device``: the observations
-go to the host, the teacher's actions come back), an agent executes the teacher's action with
-probability ``teacher_lead * (1 - step / N)`` (linear anneal, updated once per rollout), and the
-update minimises the cross-entropy to the teacher's actions plus the value loss
-(``ppo/loss.py``). From the first rollout at or after N steps on, plain PPO: the teacher is
-never called again. Env steps count agent rows: a multi-agent env's rows are its agents.
-
 The trainer knows policies only through their protocol (``policies/base.py``) and environments
-through their :class:`~rlperf.envs.spec.EnvSpec`: a recurrent policy's state is carried from
-step to step, reset where episodes end, recorded at BPTT segment starts and checkpointed; action
-masks go from the environment to ``act`` and into the buffer; observations are stored in their
-own dtype. The update is :class:`~rlperf.ppo.update.AnalyticUpdate` when the policy offers it
-(the MLP on unmasked discrete actions, fp32, no compile) and
-:class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
+through their :class:`~rlperf.envs.spec.EnvSpec`; which update and which sampler a run takes is
+decided once, in ``ppo/build.py``. A supervised teacher phase (``ppo/supervised.py``) plugs in as
+a hook on each step's actions and a choice of loss.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,6 +40,12 @@ from rlperf.config import Config, ConfigError
 from rlperf.envs import check_env_name, make_vec
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
 from rlperf.policies.registry import make_policy, policy_entry
+from rlperf.ppo.build import (
+    check_recurrent_sizes,
+    make_sampler,
+    make_update,
+    resolve_device,
+)
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -62,63 +54,22 @@ from rlperf.ppo.loss import (
     normalize_advantages,
 )
 from rlperf.ppo.rollout import RolloutBuffer
-from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
-from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
+from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.run.checkpoint import (
-    CHECKPOINT_NAME,
     CheckpointError,
     first_line,
     save_checkpoint,
     to_numpy,
     to_tensors,
 )
-from rlperf.run.progress import ProgressBar
-from rlperf.run.rollout_timing import RolloutTimer, render_block
-from rlperf.run.run_dir import RunDir
-from rlperf.run.throughput import Throughput
+from rlperf.run.episode_log import EpisodeLog
+from rlperf.run.training_log import TrainingLog
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
-
-RECENT_EPISODES = 100
-SUPERVISED, PPO = "supervised", "ppo"
-
-
-def _seconds_since(before_ns: dict[str, int], now_ns: dict[str, int]) -> dict[str, float]:
-    """Seconds each section ran between two profiler snapshots (sections that ran only)."""
-    return {
-        name: (total - before_ns.get(name, 0)) / 1e9
-        for name, total in now_ns.items()
-        if total > before_ns.get(name, 0)
-    }
-
-
-def _cpu(tensor: torch.Tensor | None) -> torch.Tensor | None:
-    return None if tensor is None else tensor.cpu()
 
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped before saving that iteration."""
-
-
-def resolve_device(name: str) -> torch.device:
-    """The torch device for ``name``, or ConfigError when it is not available here."""
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} requested but CUDA is not available on this machine")
-    return torch.device(name)
-
-
-def check_recurrent_sizes(cfg: Config) -> None:
-    """ConfigError unless a recurrent policy's minibatches of whole env segments divide evenly."""
-    ppo, num_envs = cfg.ppo, cfg.env.num_envs
-    if num_envs % ppo.num_minibatches:
-        raise ConfigError(
-            f"policy {cfg.policy.kind!r} is recurrent: its minibatches are whole environments, "
-            f"so num_envs {num_envs} must be divisible by num_minibatches {ppo.num_minibatches}"
-        )
-    if ppo.bptt_horizon and ppo.num_steps % ppo.bptt_horizon:
-        raise ConfigError(
-            f"num_steps {ppo.num_steps} must be divisible by bptt_horizon {ppo.bptt_horizon}"
-        )
 
 
 class Trainer:
@@ -133,8 +84,7 @@ class Trainer:
     def __init__(self, cfg: Config, profiler: Profiler | None = None) -> None:
         cfg.validate()
         check_env_name(cfg.env.env)
-        entry = policy_entry(cfg.policy.kind)
-        if entry.recurrent:
+        if policy_entry(cfg.policy.kind).recurrent:
             check_recurrent_sizes(cfg)
         self.cfg = cfg
         self.device = resolve_device(cfg.run.device)
@@ -160,30 +110,17 @@ class Trainer:
                 f"total_steps {cfg.run.total_steps} is less than one rollout "
                 f"({self.rows} rows x {cfg.ppo.num_steps} steps = {self.batch_size})"
             )
-        self.teacher = self._make_teacher()
+        self.teacher_phase = make_teacher_phase(
+            self.env, cfg.env.env, self.spec, cfg.teacher, self.device, self.prof
+        )
         self.policy = make_policy(cfg.policy, self.spec).to(self.device)
-        if hasattr(self.policy, "profiler"):
-            # A policy that times its own stages (the ConvLSTM) records them in this run's
-            # profiler, under rollout/policy_forward and update/loss.
-            self.policy.profiler = self.prof
-        self.recurrent = self.policy.recurrent
-        self.has_mask = self.spec.has_mask
-        self.continuous = not self.spec.action.discrete
-        self.update_impl: AnalyticUpdate | AutogradUpdate
-        if (
-            self.policy.analytic
-            and self.teacher is None
-            and cfg.policy.fast_update
-            and cfg.ppo.precision == "fp32"
-            and not cfg.ppo.compile
-        ):
-            self.update_impl = AnalyticUpdate(
-                self.policy, cfg.ppo, self.batch_size // cfg.ppo.num_minibatches
-            )
-        else:
-            self.update_impl = AutogradUpdate(
-                self.policy, cfg.ppo, cfg.ppo.precision, cfg.ppo.compile
-            )
+        self.policy.profiler = self.prof
+        self.update_impl = make_update(
+            self.policy,
+            cfg,
+            self.batch_size // cfg.ppo.num_minibatches,
+            supervised_phase=self.teacher_phase is not None,
+        )
         self.state = self.policy.initial_state(self.rows)
         self.buffer = RolloutBuffer(
             cfg.ppo.num_steps,
@@ -192,59 +129,22 @@ class Trainer:
             self.device,
             self.state,
             cfg.ppo.bptt_horizon,
-            teacher=self.teacher is not None,
+            teacher=self.teacher_phase is not None,
         )
-        if self.recurrent:
-            self.sampler = SegmentSampler(self.buffer)
-        elif (
-            self.spec.flat_obs
-            and self.buffer.obs.dtype == torch.float32
-            and not self.has_mask
-            and self.teacher is None
-        ):
-            self.sampler = PackedTableSampler(self.buffer)
-        else:
-            self.sampler = RowSampler(self.buffer)
+        self.sampler = make_sampler(self.buffer)
         # Sampling on the device, shuffling on the host (randperm's generator must be CPU).
         self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.run.seed)
         self.shuffle_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
-        if self.continuous:
-            self._action_low = np.asarray(self.spec.action.low, dtype=np.float32)
-            self._action_high = np.asarray(self.spec.action.high, dtype=np.float32)
 
         self.buffer.write_obs(self.buffer.num_steps, obs)
-        if self.has_mask:
+        if self.spec.has_mask:
             self.buffer.write_mask(self.buffer.num_steps, read_action_mask(self.env, reset_infos))
         self.iteration = 0
         self.global_step = 0
-        self.episodes = 0
-        self.recent_returns: deque[float] = deque(maxlen=RECENT_EPISODES)
-        self.recent_lengths: deque[int] = deque(maxlen=RECENT_EPISODES)
-        self._prior_steps, self._prior_s = 0, 0.0
+        self.episodes = EpisodeLog()
+        self._prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
-        # Teacher calls per phase (the PPO count must stay 0) and the student's agreement with
-        # the teacher, summed on the device during the rollout and read in logging.
-        self.teacher_calls = {SUPERVISED: 0, PPO: 0}
-        self._agree = torch.zeros((), device=self.device)
-        self.rollout_lead = 0.0  # the teacher lead of the last rollout (logged)
-        self.timer = (
-            RolloutTimer(self.prof, cfg.run.summary_every) if cfg.run.summary_every else None
-        )
-
-    def _make_teacher(self) -> Callable[[np.ndarray], np.ndarray] | None:
-        """The environment's scripted teacher when a supervised phase is asked for."""
-        if self.cfg.teacher.supervised_steps == 0:
-            return None
-        make_teacher = getattr(self.env, "make_teacher", None)
-        if make_teacher is None:
-            raise ConfigError(
-                f"--supervised-steps needs an environment with a scripted teacher "
-                f"(grid); env {self.cfg.env.env!r} has none"
-            )
-        if self.spec.action.kind != "discrete":
-            raise ConfigError("--supervised-steps needs a Discrete action space")
-        return make_teacher()
 
     @property
     def num_iterations(self) -> int:
@@ -254,31 +154,25 @@ class Trainer:
 
     @property
     def phase(self) -> str:
-        """``supervised`` while the teacher trains the student, then ``ppo``."""
-        if self.teacher is not None and self.global_step < self.cfg.teacher.supervised_steps:
-            return SUPERVISED
-        return PPO
-
-    def teacher_lead_now(self) -> float:
-        """Probability that an agent executes the teacher's action in this rollout."""
-        if self.phase != SUPERVISED:
-            return 0.0
-        frac = self.global_step / self.cfg.teacher.supervised_steps
-        return self.cfg.teacher.teacher_lead * (1.0 - frac)
+        """``supervised`` while a teacher trains the student, then (and without one) ``ppo``."""
+        return self.teacher_phase.phase(self.global_step) if self.teacher_phase else PPO
 
     # -- one iteration's phases ----------------------------------------------------------
-    def collect(self) -> None:
-        """Fill the rollout buffer with num_steps steps of every environment."""
+    def collect(self, supervised: bool = False) -> None:
+        """Fill the rollout buffer with num_steps steps of every environment.
+
+        With ``supervised``, the teacher phase sees each step's actions (and may replace them).
+        """
         buf, env, policy, sec = self.buffer, self.env, self.policy, self.prof.section
         on_cpu = self.device.type == "cpu"
-        recurrent, has_mask = self.recurrent, self.has_mask
+        recurrent, has_mask = policy.recurrent, self.spec.has_mask
+        to_env_actions = self.spec.action.to_env
+        teacher = self.teacher_phase if supervised else None
         buf.start_rollout()
         obs_t = buf.obs[0]
         done_t = buf.dones[0] if recurrent else None
         mask_t = buf.masks[0] if has_mask else None
         state = self.state
-        supervised = self.phase == SUPERVISED
-        lead = self.rollout_lead = self.teacher_lead_now()
         # The parameters do not change during a rollout: the policy may prepare for that.
         with torch.inference_mode(), policy.acting():
             for t in range(buf.num_steps):
@@ -288,18 +182,16 @@ class Trainer:
                     actions, logprobs, values, state = policy.act(
                         obs_t, state, done_t, mask_t, self.sample_gen
                     )
-                if supervised:
-                    with sec(names.TEACHER):
-                        actions = self._teacher_step(t, obs_t, actions, lead)
+                if teacher is not None:
+                    actions = teacher.step(obs_t, actions, buf.teacher_actions[t], self.sample_gen)
                 with sec(names.DEVICE_TO_HOST):
                     # CUDA: the one device->host copy of a step (and its sync point).
                     actions_host = actions.numpy() if on_cpu else actions.cpu().numpy()
-                    if self.continuous:
-                        actions_host = np.clip(actions_host, self._action_low, self._action_high)
+                    actions_host = to_env_actions(actions_host)
                 with sec(names.ENV_STEP):
                     next_obs, rewards, terminations, truncations, infos = env.step(actions_host)
                     if infos and "_episode" in infos:
-                        self._record_episodes(infos)
+                        self.episodes.record(infos)
                 with sec(names.BUFFER_STORE):
                     buf.store_step(t, actions, logprobs, values, rewards, terminations, truncations)
                     obs_t = buf.write_obs(t + 1, next_obs)
@@ -312,42 +204,6 @@ class Trainer:
                         self._bootstrap_truncated(t, infos, terminations, truncations, state)
         self.state = state
         self.global_step += buf.num_steps * buf.num_envs
-
-    def _teacher_step(
-        self, t: int, obs_t: torch.Tensor, actions: torch.Tensor, lead: float
-    ) -> torch.Tensor:
-        """Run the teacher on step ``t``'s observations; returns the actions to execute.
-
-        The path of the guide's teacher, each part a section: the observations as the teacher
-        reads them, to the host (on CUDA a copy and a sync point; on the CPU a view), the
-        teacher's call, its actions back to the device (mixed there with the student's).
-        """
-        sec, buf = self.prof.section, self.buffer
-        with sec(names.TEACHER_RESHAPE):
-            # The teacher reads every agent row as one batch; a reshape, not a per-env split.
-            obs_rows = obs_t.reshape(self.rows, *self.spec.obs_shape)
-        with sec(names.TEACHER_DEVICE_TO_HOST):
-            obs_host = obs_rows.numpy() if self.device.type == "cpu" else obs_rows.cpu().numpy()
-        with sec(names.TEACHER_CALL):
-            teacher_host = self.teacher(obs_host)
-        with sec(names.TEACHER_TO_DEVICE):
-            teacher_actions = torch.from_numpy(np.asarray(teacher_host, dtype=np.int64))
-            teacher_actions = teacher_actions.to(self.device, non_blocking=True)
-            buf.teacher_actions[t] = teacher_actions
-            self._agree += (actions == teacher_actions).sum()
-            if lead > 0.0:
-                follow = torch.rand(self.rows, generator=self.sample_gen, device=self.device)
-                actions = torch.where(follow < lead, teacher_actions, actions)
-        self.teacher_calls[SUPERVISED] += 1
-        return actions
-
-    def _record_episodes(self, infos: dict[str, Any]) -> None:
-        done = infos["_episode"]
-        returns = infos["episode"]["r"][done]
-        lengths = infos["episode"]["l"][done]
-        self.recent_returns.extend(returns.tolist())
-        self.recent_lengths.extend(lengths.tolist())
-        self.episodes += len(returns)
 
     def _bootstrap_truncated(
         self,
@@ -375,27 +231,7 @@ class Trainer:
         buf, ppo = self.buffer, self.cfg.ppo
         with torch.inference_mode():
             last_value = self.policy.value(buf.next_obs, self.state, buf.next_done)
-        if self.device.type == "cpu":
-            # numpy views of the same memory: the T-step recursion is ~4x cheaper per op.
-            rewards, terminations, truncations = (
-                buf.rewards_host, buf.terminations_host, buf.truncations_host
-            )  # fmt: skip
-            values, bootstrap = buf.values.numpy(), buf.bootstrap_values.numpy()
-            last_value, out = last_value.numpy(), buf.advantages.numpy()
-        else:
-            rewards, terminations, truncations = buf.finish()  # one host->device copy each
-            values, bootstrap, out = buf.values, buf.bootstrap_values, buf.advantages
-        gae(
-            rewards=rewards,
-            values=values,
-            last_value=last_value,
-            terminations=terminations,
-            truncations=truncations,
-            bootstrap_values=bootstrap,
-            gamma=ppo.gamma,
-            gae_lambda=ppo.gae_lambda,
-            out=out,
-        )
+        gae(**buf.gae_inputs(last_value), gamma=ppo.gamma, gae_lambda=ppo.gae_lambda)
         buf.bootstrap_values.zero_()
 
     def update(self, supervised: bool = False) -> torch.Tensor:
@@ -403,11 +239,11 @@ class Trainer:
 
         PPO, or with ``supervised`` the action-supervised loss on the teacher's actions.
         """
-        cfg, sec, impl = self.cfg, self.prof.section, self.update_impl
-        ppo = cfg.ppo
+        ppo, sec, impl = self.cfg.ppo, self.prof.section, self.update_impl
         if ppo.anneal_lr:
             frac = 1.0 - (self.iteration - 1.0) / max(self.num_iterations, 1)
             impl.lr = frac * ppo.learning_rate
+        loss_kw = {"supervised": True} if supervised else {}
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         with sec(names.MINIBATCH_PREP):
             self.sampler.prepare()
@@ -417,17 +253,11 @@ class Trainer:
             for mb in minibatches:
                 with sec(names.MINIBATCH_PREP):
                     adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
-                if supervised:
-                    stats_sum += impl.gradients(mb, adv, self.prof, supervised=True)
-                else:
-                    stats_sum += impl.gradients(mb, adv, self.prof)
+                stats_sum += impl.gradients(mb, adv, self.prof, **loss_kw)
                 impl.apply(self.prof)
         return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
 
     # -- the loop ------------------------------------------------------------------------
-    def mean_recent_return(self) -> float | None:
-        return float(np.mean(self.recent_returns)) if self.recent_returns else None
-
     def train(self, run_dir: str | Path | None = None, resumed: bool = False) -> dict[str, Any]:
         """Train until ``total_steps``; writes the run directory if given; returns the summary.
 
@@ -435,119 +265,79 @@ class Trainer:
             NonFiniteLossError: the loss became NaN/inf (the last good checkpoint is kept).
             KeyboardInterrupt: after writing the summary (``interrupted: true``).
         """
-        cfg, sec = self.cfg, self.prof.section
-        out = RunDir(run_dir) if run_dir is not None else None
-        if out is not None:
-            out.prepare()
-            out.write_config(cfg.to_dict())
-            out.open_metrics(keep_through_iteration=self.iteration if resumed else None)
-        meter = Throughput(
-            cfg.run.sps_window_s, cfg.run.warmup_iters, self._prior_steps, self._prior_s
+        sec, every = self.prof.section, self.cfg.run.checkpoint_every
+        log = TrainingLog(
+            self.cfg, self.prof, run_dir, resumed, self.iteration, *self._prior_counted
         )
-        bar = ProgressBar(cfg.run.total_steps, enabled=cfg.run.progress)
-        t_start = time.perf_counter()
-        meter.start(t_start, self.global_step)
-        # The profiler may be shared (the process-wide one): report this run's share only.
-        self._sections_at_start = last_sections = self.prof.snapshot_ns()
-        if self.timer is not None:
-            self.timer.start(self.iteration)
+        log.start(self.global_step)
         stats_row: dict[str, float] = {}
         try:
             while self.iteration < self.num_iterations:
                 self.iteration += 1
-                phase = self.phase
-                supervised = phase == SUPERVISED
+                supervised = self.teacher_phase is not None and self.teacher_phase.begin_rollout(
+                    self.global_step
+                )
                 with sec(names.ROLLOUT):
-                    self.collect()
+                    self.collect(supervised)
                 with sec(names.GAE):
                     self.compute_advantages()
                 with sec(names.UPDATE):
                     stats = self.update(supervised)
                 with sec(names.LOGGING):
-                    # The one host sync of an iteration.
-                    finalize = finalize_supervised_stats if supervised else finalize_stats
-                    stats_row = finalize(stats.tolist(), self.update_impl.coefs)
-                    if not all(math.isfinite(v) for v in stats_row.values()):
-                        raise NonFiniteLossError(
-                            f"non-finite loss at iteration {self.iteration} "
-                            f"(global step {self.global_step}): "
-                            + ", ".join(f"{k}={v}" for k, v in stats_row.items())
-                        )
-                    meter.tick(time.perf_counter(), self.global_step)
-                    now_sections = self.prof.snapshot_ns()
-                    row = {
-                        "iteration": self.iteration,
-                        "global_step": self.global_step,
-                        "sps": meter.windowed_sps(),
-                        "sps_cumulative": meter.cumulative_sps(),
-                        "mean_return": self.mean_recent_return(),
-                        "episodes": self.episodes,
-                        "learning_rate": self.update_impl.lr,
-                        **stats_row,
-                        "sections_s": _seconds_since(last_sections, now_sections),
-                    }
-                    if self.teacher is not None:
-                        row.update(self._teacher_row(phase))
-                    if self.timer is not None and self.timer.due(self.iteration):
-                        timing_ms, span = self.timer.take(self.iteration)
-                        row["rollout_timing_ms"] = timing_ms
-                        bar.write(render_block(timing_ms, span, self.global_step, phase))
-                    last_sections = now_sections
-                    if out is not None:
-                        out.append_metrics(row)
-                    bar.update(self.global_step, row["sps"], row["mean_return"])
-                every = cfg.run.checkpoint_every
-                if out is not None and (
-                    (every and self.iteration % every == 0) or self.iteration == self.num_iterations
-                ):
+                    stats_row = self._finalize(stats, supervised)
+                    row = log.row(
+                        self.iteration, self.global_step, self._metrics(stats_row, supervised)
+                    )
+                path = log.checkpoint_path
+                last = self.iteration == self.num_iterations
+                if path is not None and ((every and self.iteration % every == 0) or last):
                     with sec(names.CHECKPOINT):
-                        self._prior_steps, self._prior_s = meter.counted_steps, meter.counted_s
-                        self.save(Path(out.path) / CHECKPOINT_NAME)
+                        self._prior_counted = log.counted()
+                        self.save(path)
                 for callback in self.callbacks:
                     callback(self, row)
         except KeyboardInterrupt:
             self.interrupted = True
             raise
         finally:
-            bar.close()
-            wall_s = time.perf_counter() - t_start
-            summary = self._summary(meter, wall_s, stats_row)
-            self.last_summary = summary
-            if out is not None:
-                out.write_summary(summary)
-                out.close()
-        return summary
+            self.last_summary = log.close(self._summary_fields(stats_row))
+        return self.last_summary
 
-    def _teacher_row(self, phase: str) -> dict[str, Any]:
-        """Phase, teacher calls so far and (supervised) the student's agreement and lead."""
-        row: dict[str, Any] = {"phase": phase, "teacher_calls": dict(self.teacher_calls)}
-        if phase == SUPERVISED:
-            steps = self.buffer.num_steps * self.rows
-            row["teacher_agreement"] = float(self._agree) / steps
-            row["teacher_lead"] = self.rollout_lead
-            self._agree.zero_()
-        return row
+    def _finalize(self, stats: torch.Tensor, supervised: bool) -> dict[str, float]:
+        """The iteration's mean loss statistics, read from the device (the one host sync)."""
+        finalize = finalize_supervised_stats if supervised else finalize_stats
+        stats_row = finalize(stats.tolist(), self.update_impl.coefs)
+        if not all(math.isfinite(v) for v in stats_row.values()):
+            raise NonFiniteLossError(
+                f"non-finite loss at iteration {self.iteration} "
+                f"(global step {self.global_step}): "
+                + ", ".join(f"{k}={v}" for k, v in stats_row.items())
+            )
+        return stats_row
 
-    def _summary(
-        self, meter: Throughput, wall_s: float, stats_row: dict[str, float]
-    ) -> dict[str, Any]:
+    def _metrics(self, stats_row: dict[str, float], supervised: bool) -> dict[str, Any]:
+        """The algorithm's fields of a metrics row (the log adds SPS and section seconds)."""
+        fields = {
+            "mean_return": self.episodes.mean_return(),
+            "episodes": self.episodes.count,
+            "learning_rate": self.update_impl.lr,
+            **stats_row,
+        }
+        if self.teacher_phase is not None:
+            fields.update(self.teacher_phase.metrics(supervised, self.batch_size))
+        return fields
+
+    def _summary_fields(self, stats_row: dict[str, float]) -> dict[str, Any]:
+        teacher = self.teacher_phase
         return {
-            "sps": meter.windowed_sps(),
-            "sps_cumulative": meter.cumulative_sps(),
-            "sps_counted_steps": meter.counted_steps,
-            "sps_counted_s": meter.counted_s,
             "global_step": self.global_step,
             "iterations": self.iteration,
-            "wall_s": wall_s,
-            "mean_return_last_100": self.mean_recent_return(),
-            "mean_length_last_100": (
-                float(np.mean(self.recent_lengths)) if self.recent_lengths else None
-            ),
-            "episodes": self.episodes,
-            "phase": self.phase if self.teacher is not None else None,
-            "teacher_calls": dict(self.teacher_calls),
+            "mean_return_last_100": self.episodes.mean_return(),
+            "mean_length_last_100": self.episodes.mean_length(),
+            "episodes": self.episodes.count,
+            "phase": self.phase if teacher is not None else None,
+            "teacher_calls": dict(teacher.calls) if teacher is not None else None,
             "final_stats": stats_row,
-            "sections": _seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
             "interrupted": self.interrupted,
             "env": self.cfg.env.env,
             "policy": self.cfg.policy.kind,
@@ -561,6 +351,7 @@ class Trainer:
     def save(self, path: Path) -> None:
         """Write everything needed to continue exactly where this iteration ended."""
         get_env_state = getattr(self.env, "get_state", None)
+        buf = self.buffer
         save_checkpoint(
             path,
             {
@@ -572,21 +363,20 @@ class Trainer:
                 "sample_rng": self.sample_gen.get_state(),
                 "shuffle_rng": self.shuffle_gen.get_state(),
                 "env": to_tensors(get_env_state()) if get_env_state else None,
-                "next_obs": self.buffer.next_obs.cpu(),
-                "next_done": _cpu(self.buffer.next_done),
-                "next_mask": _cpu(self.buffer.next_mask),
+                "next_obs": buf.next_obs.cpu(),
+                "next_done": None if buf.next_done is None else buf.next_done.cpu(),
+                "next_mask": None if buf.next_mask is None else buf.next_mask.cpu(),
                 "policy_state": [s.cpu() for s in self.state],
-                "episodes": self.episodes,
-                "recent_returns": list(self.recent_returns),
-                "recent_lengths": list(self.recent_lengths),
-                "counted_steps": self._prior_steps,
-                "counted_s": self._prior_s,
-                "teacher_calls": dict(self.teacher_calls),
+                **self.episodes.state_dict(),
+                "counted_steps": self._prior_counted[0],
+                "counted_s": self._prior_counted[1],
+                "teacher_calls": dict(self.teacher_phase.calls) if self.teacher_phase else {},
             },
         )
 
     def load(self, payload: dict[str, Any]) -> None:
         """Restore a checkpoint made by :meth:`save` into this (identically configured) trainer."""
+        buf = self.buffer
         try:
             self.policy.load_state_dict(payload["policy"])
             self.update_impl.load_state_dict(payload["optimizer"])
@@ -595,23 +385,21 @@ class Trainer:
             set_env_state = getattr(self.env, "set_state", None)
             if payload["env"] is not None and set_env_state is not None:
                 set_env_state(to_numpy(payload["env"]))
-                self.buffer.next_obs.copy_(payload["next_obs"])
-                if self.buffer.next_mask is not None:
-                    self.buffer.next_mask.copy_(payload["next_mask"])
-                if self.recurrent:
-                    self.buffer.next_done.copy_(payload["next_done"])
-                    saved = payload["policy_state"]
-                    if len(saved) != len(self.state):
-                        raise ValueError("policy state does not match the policy")
-                    self.state = tuple(s.to(self.device) for s in saved)
+                buf.next_obs.copy_(payload["next_obs"])
+                if buf.next_mask is not None:
+                    buf.next_mask.copy_(payload["next_mask"])
+                if buf.next_done is not None:
+                    buf.next_done.copy_(payload["next_done"])
+                saved = payload["policy_state"]
+                if len(saved) != len(self.state):
+                    raise ValueError("policy state does not match the policy")
+                self.state = tuple(s.to(self.device) for s in saved)
             self.iteration = int(payload["iteration"])
             self.global_step = int(payload["global_step"])
-            self.episodes = int(payload["episodes"])
-            self.recent_returns.extend(payload["recent_returns"])
-            self.recent_lengths.extend(payload["recent_lengths"])
-            self._prior_steps = int(payload["counted_steps"])
-            self._prior_s = float(payload["counted_s"])
-            self.teacher_calls.update(payload.get("teacher_calls", {}))
+            self.episodes.load_state_dict(payload)
+            self._prior_counted = (int(payload["counted_steps"]), float(payload["counted_s"]))
+            if self.teacher_phase is not None:
+                self.teacher_phase.calls.update(payload.get("teacher_calls", {}))
         except (KeyError, RuntimeError, ValueError) as e:
             raise CheckpointError(
                 f"cannot resume: checkpoint does not fit this run ({first_line(e)})"

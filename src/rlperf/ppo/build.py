@@ -1,0 +1,78 @@
+"""The parts a run is built from, chosen once from what the policy and the env declare.
+
+The trainer never asks which policy or env it has: the choices that depend on them are made
+here, when the run starts, from declared capabilities (``policy.recurrent``, ``policy.analytic``,
+the buffer's layout) and the config.
+
+- The **update**: :class:`~rlperf.ppo.update.AnalyticUpdate` (closed-form gradients, no autograd
+  graph) where the policy offers it and nothing needs autograd (fp32, no ``--compile``, no
+  supervised loss, ``--fast-update`` on); :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
+- The **sampler**: whole BPTT segments for a recurrent policy
+  (:class:`~rlperf.ppo.samplers.SegmentSampler`), one packed float table where the buffer fits
+  one (:class:`~rlperf.ppo.samplers.PackedTableSampler`), else rows gathered per field
+  (:class:`~rlperf.ppo.samplers.RowSampler`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlperf.config import Config, ConfigError
+from rlperf.policies.base import ActorCritic
+from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
+from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
+
+Update = AnalyticUpdate | AutogradUpdate
+Sampler = PackedTableSampler | RowSampler | SegmentSampler
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device for ``name``, or ConfigError when it is not available here."""
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} requested but CUDA is not available on this machine")
+    return torch.device(name)
+
+
+def check_recurrent_sizes(cfg: Config) -> None:
+    """ConfigError unless a recurrent policy's minibatches of whole env segments divide evenly."""
+    ppo, num_envs = cfg.ppo, cfg.env.num_envs
+    if num_envs % ppo.num_minibatches:
+        raise ConfigError(
+            f"policy {cfg.policy.kind!r} is recurrent: its minibatches are whole environments, "
+            f"so num_envs {num_envs} must be divisible by num_minibatches {ppo.num_minibatches}"
+        )
+    if ppo.bptt_horizon and ppo.num_steps % ppo.bptt_horizon:
+        raise ConfigError(
+            f"num_steps {ppo.num_steps} must be divisible by bptt_horizon {ppo.bptt_horizon}"
+        )
+
+
+def make_update(
+    policy: ActorCritic, cfg: Config, minibatch_size: int, supervised_phase: bool
+) -> Update:
+    """The update for ``policy``: analytic where it applies (see the module docstring).
+
+    Args:
+        minibatch_size: rows of one minibatch (the analytic update sizes its scratch once).
+        supervised_phase: the run has a supervised phase, whose loss only autograd takes.
+    """
+    ppo = cfg.ppo
+    if (
+        policy.analytic
+        and cfg.policy.fast_update
+        and ppo.precision == "fp32"
+        and not ppo.compile
+        and not supervised_phase
+    ):
+        return AnalyticUpdate(policy, ppo, minibatch_size)
+    return AutogradUpdate(policy, ppo, ppo.precision, ppo.compile)
+
+
+def make_sampler(buffer: RolloutBuffer) -> Sampler:
+    """The minibatch sampler for what ``buffer`` holds (see the module docstring)."""
+    if buffer.recurrent:
+        return SegmentSampler(buffer)
+    if PackedTableSampler.fits(buffer):
+        return PackedTableSampler(buffer)
+    return RowSampler(buffer)

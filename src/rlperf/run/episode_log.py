@@ -1,0 +1,52 @@
+"""The finished episodes of a run: how many, and the returns and lengths of the recent ones."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+RECENT_EPISODES = 100
+
+
+class EpisodeLog:
+    """Episode statistics read from a vector env's ``infos`` (``RecordEpisodeStatistics``'
+    layout: ``infos["episode"]["r"|"l"]`` valid where ``infos["_episode"]``).
+
+    Attributes:
+        count: episodes finished in the whole run (resumes included).
+        returns, lengths: the last :data:`RECENT_EPISODES` episodes' returns and lengths.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.returns: deque[float] = deque(maxlen=RECENT_EPISODES)
+        self.lengths: deque[int] = deque(maxlen=RECENT_EPISODES)
+
+    def record(self, infos: dict[str, Any]) -> None:
+        """Add the episodes a step finished (call only when ``"_episode" in infos``)."""
+        done = infos["_episode"]
+        returns = infos["episode"]["r"][done]
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(infos["episode"]["l"][done].tolist())
+        self.count += len(returns)
+
+    def mean_return(self) -> float | None:
+        """Mean return of the recent episodes; None before the first one ends."""
+        return float(np.mean(self.returns)) if self.returns else None
+
+    def mean_length(self) -> float | None:
+        return float(np.mean(self.lengths)) if self.lengths else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "episodes": self.count,
+            "recent_returns": list(self.returns),
+            "recent_lengths": list(self.lengths),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.count = int(state["episodes"])
+        self.returns.extend(state["recent_returns"])
+        self.lengths.extend(state["recent_lengths"])

@@ -1,0 +1,119 @@
+"""Where a training run's figures go, iteration by iteration.
+
+:class:`TrainingLog` owns what the trainer reports besides the algorithm's own numbers: the SPS
+meter, the seconds each section ran since the last row, the rollout timing block
+(``--summary-every``), the progress line and the run directory's ``metrics.jsonl`` and
+``summary.json``. The trainer hands it the iteration's fields; it adds the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rlperf.config import Config
+from rlperf.run.progress import ProgressBar
+from rlperf.run.rollout_timing import RolloutTimer, render_block
+from rlperf.run.run_dir import CHECKPOINT_NAME, RunDir
+from rlperf.run.throughput import Throughput
+from rlperf.timing.sections import Profiler
+
+
+def seconds_since(before_ns: dict[str, int], now_ns: dict[str, int]) -> dict[str, float]:
+    """Seconds each section ran between two profiler snapshots (sections that ran only)."""
+    return {
+        name: (total - before_ns.get(name, 0)) / 1e9
+        for name, total in now_ns.items()
+        if total > before_ns.get(name, 0)
+    }
+
+
+class TrainingLog:
+    """Metrics rows, SPS, the progress line and the run directory of one ``train`` call.
+
+    Args:
+        run_dir: the run directory to write (None: nothing is written).
+        resumed: keep ``metrics.jsonl``'s rows up to ``iteration`` (a resumed run).
+        prior_steps, prior_s: steps and seconds counted for SPS before a resume.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        prof: Profiler,
+        run_dir: str | Path | None,
+        resumed: bool,
+        iteration: int,
+        prior_steps: int,
+        prior_s: float,
+    ) -> None:
+        self.prof = prof
+        self.out = RunDir(run_dir) if run_dir is not None else None
+        if self.out is not None:
+            self.out.prepare()
+            self.out.write_config(cfg.to_dict())
+            self.out.open_metrics(keep_through_iteration=iteration if resumed else None)
+        run = cfg.run
+        self.meter = Throughput(run.sps_window_s, run.warmup_iters, prior_steps, prior_s)
+        self.bar = ProgressBar(run.total_steps, enabled=run.progress)
+        self.timer = RolloutTimer(prof, run.summary_every) if run.summary_every else None
+        self.iteration = iteration
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        return None if self.out is None else Path(self.out.path) / CHECKPOINT_NAME
+
+    def start(self, global_step: int) -> None:
+        """Start the clocks (call right before the first iteration)."""
+        self.t_start = time.perf_counter()
+        self.meter.start(self.t_start, global_step)
+        # The profiler may be shared (the process-wide one): report this run's share only.
+        self._sections_at_start = self._sections_logged = self.prof.snapshot_ns()
+        if self.timer is not None:
+            self.timer.start(self.iteration)
+
+    def row(self, iteration: int, global_step: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """The iteration's metrics row: ``fields`` with SPS and section seconds, written out."""
+        self.iteration = iteration
+        self.meter.tick(time.perf_counter(), global_step)
+        now_sections = self.prof.snapshot_ns()
+        row = {
+            "iteration": iteration,
+            "global_step": global_step,
+            "sps": self.meter.windowed_sps(),
+            "sps_cumulative": self.meter.cumulative_sps(),
+            **fields,
+            "sections_s": seconds_since(self._sections_logged, now_sections),
+        }
+        self._sections_logged = now_sections
+        if self.timer is not None and self.timer.due(iteration):
+            timing_ms, span = self.timer.take(iteration)
+            row["rollout_timing_ms"] = timing_ms
+            phase = row.get("phase", "ppo")
+            self.bar.write(render_block(timing_ms, span, global_step, phase))
+        if self.out is not None:
+            self.out.append_metrics(row)
+        self.bar.update(global_step, row["sps"], row.get("mean_return"))
+        return row
+
+    def counted(self) -> tuple[int, float]:
+        """Steps and seconds counted for SPS so far (saved in a checkpoint)."""
+        return self.meter.counted_steps, self.meter.counted_s
+
+    def close(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The run's summary: ``fields`` with SPS, wall time and section totals; written out."""
+        self.bar.close()
+        summary = {
+            "sps": self.meter.windowed_sps(),
+            "sps_cumulative": self.meter.cumulative_sps(),
+            "sps_counted_steps": self.meter.counted_steps,
+            "sps_counted_s": self.meter.counted_s,
+            "wall_s": time.perf_counter() - self.t_start,
+            **fields,
+            "sections": seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
+        }
+        if self.out is not None:
+            self.out.write_summary(summary)
+            self.out.close()
+        return summary
