@@ -4,6 +4,7 @@ rejected with one line on stderr and exit status 2 before any work, losing nothi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,15 @@ def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
     assert sorted(p.name for p in finished_run.iterdir()) == RUN_FILES
 
     config = json.loads((finished_run / "config.json").read_text())
-    assert config["env"] == {"env": "cartpole", "num_envs": 8, "options": {}}
+    assert config["env"] == {
+        "env": "cartpole",
+        "num_envs": 8,
+        "options": {},
+        "backend": "serial",
+        "num_workers": 2,
+        "env_batch_size": 0,
+        "oversubscribe": False,
+    }
     assert config["policy"]["kind"] == "mlp"
     assert config["ppo"]["num_steps"] == 16 and config["run"]["seed"] == 5
     assert config["run"]["run_dir"] == str(finished_run)
@@ -142,6 +151,57 @@ BAD_TRAIN_ARGS = [
     (["--env-option", "colour=red"], "env 'cartpole' has no option 'colour'"),
     (["--env-option", "observe=velocity"], "env 'cartpole': observe must be one of full, position"),
     (["--env-option", "max_episode_steps=0"], "max_episode_steps must be positive"),
+    # The env workers (envs/workers/): sizes that do not split, more workers than cores.
+    (["--vec-backend", "threads"], "--vec-backend must be one of serial, multiprocess"),
+    (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
+    (
+        [
+            "--vec-backend",
+            "multiprocess",
+            "--num-envs",
+            "6",
+            "--num-workers",
+            "4",
+            "--oversubscribe",
+        ],
+        "--num-envs 6 must be divisible by --num-workers 4",
+    ),
+    (["--vec-backend", "multiprocess", "--num-workers", "0"], "--num-workers must be >= 1"),
+    (
+        ["--vec-backend", "multiprocess", "--num-workers", str((os.cpu_count() or 1) + 1)],
+        "cores: use fewer workers, or --oversubscribe",
+    ),
+    (
+        ["--vec-backend", "multiprocess", "--num-workers", "2", "--env-batch-size", "3"],
+        "--env-batch-size 3 must be a multiple of the envs per worker",
+    ),
+    (
+        [
+            "--vec-backend",
+            "multiprocess",
+            "--num-envs",
+            "8",
+            "--num-workers",
+            "4",
+            "--oversubscribe",
+            "--env-batch-size",
+            "6",
+        ],
+        "that divides --num-envs 8",
+    ),  # fmt: skip
+    (
+        [
+            "--vec-backend",
+            "multiprocess",
+            "--env-batch-size",
+            "4",
+            "--env",
+            "grid",
+            "--supervised-steps",
+            "10",
+        ],
+        "--supervised-steps needs every env in each step",
+    ),  # fmt: skip
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+BACKENDS = ("serial", "multiprocess")  # where the envs step (envs/backends.py)
 CONVLSTM_HEADS = ("pool", "flatten")  # what the ConvLSTM's projection reads (policies/convlstm.py)
 
 
@@ -68,6 +70,60 @@ class EnvConfig:
         "int, float, true/false or a string)",
         flag="env-option",
     )
+    backend: str = _f(
+        "serial",
+        "where the envs step: serial (in the trainer's process) or multiprocess (worker "
+        "processes over shared memory, envs/workers/)",
+        flag="vec-backend",
+    )
+    num_workers: int = _f(2, "worker processes of the multiprocess backend")
+    env_batch_size: int = _f(
+        0,
+        "multiprocess: envs per send/recv batch, whole workers (0: all envs, synchronous; "
+        "fewer: the trainer acts on ready workers while the others step)",
+    )
+    oversubscribe: bool = _f(
+        False, "allow more env workers than the machine's cores (they will share cores)"
+    )
+
+    def validate_backend(self) -> None:
+        """The vector backend's settings: ConfigError (one line) unless they can run here."""
+        if self.backend not in BACKENDS:
+            raise ConfigError(
+                f"--vec-backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
+            )
+        if self.backend == "serial":
+            if self.env_batch_size:
+                raise ConfigError(
+                    "--env-batch-size needs --vec-backend multiprocess (the serial backend "
+                    "steps every env together)"
+                )
+            return
+        cores = os.cpu_count() or 1
+        if self.num_workers < 1:
+            raise ConfigError(f"--num-workers must be >= 1, got {self.num_workers}")
+        if self.num_workers > cores and not self.oversubscribe:
+            raise ConfigError(
+                f"--num-workers {self.num_workers} is more than this machine's {cores} cores: "
+                "use fewer workers, or --oversubscribe to share cores"
+            )
+        if self.num_envs % self.num_workers:
+            raise ConfigError(
+                f"--num-envs {self.num_envs} must be divisible by --num-workers {self.num_workers}"
+            )
+        per_worker = self.num_envs // self.num_workers
+        batch = self.env_batch_size
+        if batch < 0 or batch % per_worker or (batch and self.num_envs % batch):
+            raise ConfigError(
+                f"--env-batch-size {batch} must be a multiple of the envs per worker "
+                f"(num_envs/num_workers = {self.num_envs}/{self.num_workers} = {per_worker}) "
+                f"that divides --num-envs {self.num_envs}"
+            )
+
+    @property
+    def asynchronous(self) -> bool:
+        """The trainer receives batches of ready workers (``env_batch_size < num_envs``)."""
+        return self.backend == "multiprocess" and 0 < self.env_batch_size < self.num_envs
 
 
 @dataclass
@@ -196,6 +252,7 @@ class Config:
     # -- validation ----------------------------------------------------------------------
     def validate(self) -> Config:
         """Raise :class:`ConfigError` (one line) for any setting that cannot run."""
+        self.env.validate_backend()
         for section in (self.env, self.policy, self.ppo, self.teacher, self.run):
             for f in dataclasses.fields(section):
                 value = getattr(section, f.name)
@@ -282,6 +339,11 @@ class Config:
             raise ConfigError(
                 f"--supervised-steps {self.teacher.supervised_steps} is longer than the run "
                 f"(--total-steps {self.run.total_steps})"
+            )
+        if self.env.asynchronous and self.teacher.supervised_steps:
+            raise ConfigError(
+                "--supervised-steps needs every env in each step: drop --env-batch-size "
+                "(the teacher runs on the synchronous multiprocess backend)"
             )
         if self.run.device not in ("cpu", "cuda") and not self.run.device.startswith("cuda:"):
             raise ConfigError(f"device must be cpu or cuda, got {self.run.device!r}")

@@ -1,5 +1,6 @@
 """Vectorised environments and their registry."""
 
+from rlperf.envs.backends import make_env  # noqa: E402 (after the registrations it uses)
 from rlperf.envs.cartpole import CartPoleVec
 from rlperf.envs.catch import CatchVec
 from rlperf.envs.grid import make_grid
@@ -29,6 +30,7 @@ __all__ = [
     "EnvOptionError",
     "UnknownEnvError",
     "check_env_name",
+    "make_env",
     "make_vec",
     "register",
     "registered",

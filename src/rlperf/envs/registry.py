@@ -43,6 +43,11 @@ def unregister(name: str) -> None:
     del _REGISTRY[name]
 
 
+def factory_of(name: str) -> EnvFactory | None:
+    """The factory registered as ``name`` (None for a gymnasium id or an unknown name)."""
+    return _REGISTRY.get(name)
+
+
 def registered() -> list[str]:
     """Names of the registered environments (gymnasium ids are reachable as ``gym:<id>``)."""
     return sorted(_REGISTRY)

@@ -18,6 +18,10 @@ CHECKPOINT = "checkpoint"
 POLICY_FORWARD = "policy_forward"
 DEVICE_TO_HOST = "device_to_host"
 ENV_STEP = "env_step"
+# The multiprocess backend (envs/workers/) replaces ENV_STEP by these two: handing actions to
+# the workers, and waiting for their results (what the trainer waits on the workers).
+ENV_SEND = "env_send"
+ENV_RECV = "env_recv"
 BUFFER_STORE = "buffer_store"
 TRUNCATION_BOOTSTRAP = "truncation_bootstrap"
 ROLLOUT_CHILDREN = (POLICY_FORWARD, DEVICE_TO_HOST, ENV_STEP, BUFFER_STORE)

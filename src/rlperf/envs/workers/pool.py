@@ -1,0 +1,528 @@
+"""``MultiprocessVecEnv``: any registered env (or ``gym:<id>``) stepped by worker processes.
+
+    env = MultiprocessVecEnv("gym:CartPole-v1", num_envs=64, num_workers=2, seed=1)
+    obs, infos = env.reset(seed=1)
+    obs, rewards, terminations, truncations, infos = env.step(actions)     # synchronous
+
+    env = MultiprocessVecEnv("grid", 16, num_workers=4, batch_size=8)      # asynchronous
+    env.async_reset(seed=1)
+    obs, rewards, terminations, truncations, infos, env_ids = env.recv()   # 8 maps' rows
+    env.send(actions)                                                      # for those rows
+
+Each worker builds ``num_envs / num_workers`` envs with the env's own factory (``make_vec``)
+and steps them as one numpy batch; results land in shared memory (``layout.py``) and the arrays
+returned here are views of it, valid until those rows are sent their next actions (copy what you
+keep). The contract is the serial envs' (``envs/cartpole.py``): gymnasium's vector API,
+``AutoresetMode.SAME_STEP``, ``infos["final_obs"]``/``"_final_obs"``,
+``infos["episode"]``/``"_episode"`` on steps where an episode ended, ``infos["action_mask"]``
+for masked envs; other ``infos`` keys a gymnasium env may add are not carried over.
+
+Seeds: worker ``w`` resets its share with ``seed + w * envs_per_worker``, the index of its
+first env. A gymnasium id's sub-env ``i`` is then seeded ``seed + i`` exactly as in the serial
+backend, so the two agree bit for bit; rlperf's own envs draw from one generator per vector env,
+so with ``W`` workers they equal ``W`` serial envs seeded that way (one worker: the serial env).
+
+Processes start with ``forkserver`` (``docs/workers.md``): never ``fork`` from a trainer whose
+torch and OpenMP threads are running (a forked child inherits their locks, not the threads).
+A failing worker raises :class:`WorkerError` in the parent on the next wait, naming the worker,
+its envs and the env's error; a killed worker is seen at once through its process sentinel.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import weakref
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rlperf.envs.registry import check_env_name, factory_of, make_vec
+from rlperf.envs.spec import ACTION_MASK_KEY, read_action_mask
+from rlperf.envs.workers import worker
+from rlperf.envs.workers.layout import (
+    GET_STATE,
+    RESET,
+    SET_STATE,
+    STEP,
+    TEACHER,
+    EnvShape,
+    env_layout,
+)
+
+START_METHOD = "forkserver"
+# Spin this long for a result (and, in a worker, for a command) before blocking on the pipe.
+# 0: block at once. On 2 cores shared by the trainer and 2 workers any spin took a core from
+# the process that had work (docs/workers.md); with spare cores a few microseconds may pay.
+DEFAULT_SPIN_US = 0.0
+START_TIMEOUT_S = 120.0
+JOIN_TIMEOUT_S = 1.0
+
+
+class WorkerError(RuntimeError):
+    """A worker's env raised, or a worker died; the message is one line naming it."""
+
+
+class ApiUsageError(RuntimeError):
+    """``send``/``recv``/``step`` called out of order."""
+
+
+def probe(env_name: str, options: dict[str, Any]) -> EnvShape:
+    """Build one env in this process to learn its spaces, rows per env and capabilities."""
+    env = make_vec(env_name, 1, **options)
+    try:
+        _, infos = env.reset()
+        return EnvShape(
+            rows_per_env=int(env.num_envs),
+            observation_space=env.single_observation_space,
+            action_space=env.single_action_space,
+            has_mask=read_action_mask(env, infos) is not None,
+            has_teacher=callable(getattr(env, "make_teacher", None)),
+            has_state=callable(getattr(env, "get_state", None)),
+        )
+    finally:
+        env.close()
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """The forkserver context; its server is started with one OpenMP/BLAS thread so that the
+    numpy it preloads (and every worker forked from it) never starts a thread pool."""
+    ctx = multiprocessing.get_context(START_METHOD)
+    ctx.set_forkserver_preload(["rlperf.envs.workers.worker", "rlperf.envs"])
+    saved = {name: os.environ.get(name) for name in worker.THREAD_VARS}
+    os.environ.update({name: "1" for name in worker.THREAD_VARS})
+    try:
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
+    return ctx
+
+
+class MultiprocessVecEnv(VectorEnv):
+    """``num_envs`` copies of ``env_name`` in ``num_workers`` processes.
+
+    Args:
+        env_name: a registered env or ``gym:<id>``.
+        num_envs: envs in the env's own units (the grid: maps); divisible by ``num_workers``.
+        num_workers: worker processes.
+        batch_size: envs per :meth:`recv` (0 or ``num_envs``: synchronous); a multiple of the
+            envs per worker that divides ``num_envs``.
+        seed: the first reset's seed (see the module docstring for the per-worker seeds).
+        options: the env factory's keyword options.
+        spin_us: microseconds to spin on shared memory before blocking on a pipe.
+
+    Attributes:
+        num_envs: rows (the grid: agents), as every rlperf vector env counts them.
+        num_workers, rows_per_worker, envs_per_worker.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        env_name: str,
+        num_envs: int,
+        num_workers: int,
+        batch_size: int = 0,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        spin_us: float = DEFAULT_SPIN_US,
+    ) -> None:
+        check_env_name(env_name)
+        options = dict(options or {})
+        check_worker_sizes(num_envs, num_workers, batch_size)
+        self.env_name, self.num_workers = env_name, num_workers
+        self.envs_per_worker = num_envs // num_workers
+        self.shape = shape = probe(env_name, options)
+        self.rows_per_worker = self.envs_per_worker * shape.rows_per_env
+        self.num_envs = self.rows_per_worker * num_workers
+        self.workers_per_batch = (batch_size or num_envs) // self.envs_per_worker
+        self.single_observation_space = shape.observation_space
+        self.single_action_space = shape.action_space
+        self.observation_space = batch_space(shape.observation_space, self.num_envs)
+        self.action_space = batch_space(shape.action_space, self.num_envs)
+
+        ctx = _context()
+        layout = env_layout(shape, self.num_envs, num_workers)
+        self._buffer = ctx.RawArray("b", layout.nbytes)
+        self._views = views = layout.views(self._buffer)
+        self._command, self._command_seq = views["command"], views["command_seq"]
+        self._done_seq, self._finished = views["done_seq"], views["finished"]
+        if shape.has_mask:
+            self.action_mask = views["mask"]
+        if shape.has_teacher:
+            self.make_teacher = self._make_teacher
+        if shape.has_state:
+            self.get_state, self.set_state = self._get_state, self._set_state
+        self._row_ids = np.arange(self.num_envs).reshape(num_workers, self.rows_per_worker)
+        self._spin_s = spin_us * 1e-6
+
+        self._processes: list[Any] = []
+        self._commands: list[Connection] = []
+        self._results: list[Connection] = []
+        self._controls: list[Connection] = []
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._commands,
+                                           self._results, self._controls)  # fmt: skip
+        for w in range(num_workers):
+            self._start_worker(ctx, w, layout, options)
+        self._await_ready()
+        self._sent = np.zeros(num_workers, dtype=np.int64)  # last command number per worker
+        # Every worker is in exactly one of: in flight (sent, result not read), ready (result
+        # read, not yet returned by recv), waiting (returned, awaiting actions).
+        self._in_flight: list[int] = []
+        self._ready: list[int] = []  # first done first
+        self._waiting: list[int] = []
+        self.reset(seed=seed)
+
+    # -- processes -----------------------------------------------------------------------
+    def _start_worker(self, ctx: Any, w: int, layout: Any, options: dict[str, Any]) -> None:
+        commands_r, commands_w = ctx.Pipe(duplex=False)
+        results_r, results_w = ctx.Pipe(duplex=False)
+        control, control_child = ctx.Pipe()
+        lo = w * self.rows_per_worker
+        args = worker.WorkerArgs(
+            index=w,
+            env_name=self.env_name,
+            factory=factory_of(self.env_name),
+            num_envs=self.envs_per_worker,
+            rows=(lo, lo + self.rows_per_worker),
+            options=options,
+            layout=layout,
+            buffer=self._buffer,
+            commands=commands_r,
+            results=results_w,
+            control=control_child,
+            spin_s=self._spin_s,
+        )
+        process = ctx.Process(target=worker.run, args=(args,), name=f"rlperf-env-worker-{w}")
+        process.daemon = True
+        process.start()
+        # Only the worker may hold these ends: its death must read as end-of-file here.
+        for end in (commands_r, results_w, control_child):
+            end.close()
+        self._processes.append(process)
+        self._commands.append(commands_w)
+        self._results.append(results_r)
+        self._controls.append(control)
+
+    def _await_ready(self) -> None:
+        waiting = set(range(self.num_workers))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while waiting:
+            objects = [self._controls[w] for w in waiting]
+            objects += [self._processes[w].sentinel for w in waiting]
+            if not wait(objects, timeout=max(deadline - time.monotonic(), 0.0)):
+                self.close()
+                raise WorkerError(f"env workers did not start within {START_TIMEOUT_S:.0f} s")
+            for w in sorted(waiting):
+                if self._controls[w].poll():
+                    error = self._controls[w].recv()
+                    if error is not None:
+                        self._fail(w, error, "building the env")
+                    waiting.discard(w)
+                elif not self._processes[w].is_alive():
+                    self._fail_dead(w)
+
+    def _describe(self, w: int) -> str:
+        lo = w * self.envs_per_worker
+        return f"env worker {w} (envs {lo}..{lo + self.envs_per_worker - 1} of {self.env_name})"
+
+    def _fail(self, w: int, error: dict[str, str], doing: str) -> None:
+        self.close()
+        raise WorkerError(
+            f"{self._describe(w)} failed {doing}: {error['type']}: {error['message']} "
+            f"(at {error['where']})"
+        )
+
+    def _fail_dead(self, w: int) -> None:
+        process = self._processes[w]
+        process.join(JOIN_TIMEOUT_S)
+        code = process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+        self.close()
+        raise WorkerError(f"{self._describe(w)} died ({how})")
+
+    # -- signalling ----------------------------------------------------------------------
+    def _signal(self, workers: list[int], command: int) -> None:
+        for w in workers:
+            self._command[w] = command
+            self._sent[w] += 1
+            self._command_seq[w] = self._sent[w]  # before the byte (see worker.py)
+            try:
+                os.write(self._commands[w].fileno(), b"c")
+            except OSError:  # EPIPE: the worker is gone
+                self._fail_dead(w)
+        self._in_flight.extend(workers)
+
+    def _consume(self, w: int, doing: str) -> None:
+        """Read worker ``w``'s result byte (there, or on its way) and check it."""
+        code = os.read(self._results[w].fileno(), 1)
+        if code == worker.FAILED:
+            self._fail(w, self._controls[w].recv(), doing)
+        if not code:
+            self._fail_dead(w)
+        self._in_flight.remove(w)
+        self._ready.append(w)
+
+    def _wait(self, count: int, doing: str) -> list[int]:
+        """Block until ``count`` in-flight workers are done; returns them, first done first."""
+        ready: list[int] = []
+        deadline = time.perf_counter() + self._spin_s
+        while True:
+            for w in list(self._in_flight):
+                if self._done_seq[w] >= self._sent[w]:
+                    self._consume(w, doing)
+                    ready.append(w)
+            if len(ready) >= count or time.perf_counter() >= deadline:
+                break
+        while len(ready) < count:
+            by_object = {self._results[w]: w for w in self._in_flight}
+            by_object.update({self._processes[w].sentinel: w for w in self._in_flight})
+            for obj in wait(list(by_object)):
+                w = by_object[obj]
+                if w in self._in_flight:  # a worker's pipe and sentinel may both be ready
+                    self._consume(w, doing)
+                    ready.append(w)
+        return ready
+
+    # -- gymnasium API -------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset every env (discarding steps in flight); returns all rows' observations."""
+        self.async_reset(seed=seed, options=options)
+        self._wait(self.num_workers, "resetting")
+        self._ready, self._waiting = [], list(range(self.num_workers))
+        infos = {ACTION_MASK_KEY: self._views["mask"]} if self.shape.has_mask else {}
+        return self._views["obs"], infos
+
+    def async_reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """Start resetting every env; :meth:`recv` then returns the first observations."""
+        self._check_open()
+        if self._in_flight:
+            self._wait(len(self._in_flight), "stepping")
+        for w in range(self.num_workers):
+            worker_seed = None if seed is None else seed + w * self.envs_per_worker
+            self._controls[w].send((worker_seed, options))
+        self._ready, self._waiting = [], []
+        self._signal(list(range(self.num_workers)), RESET)
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Synchronous step of every env: :meth:`send` to all, then wait for all."""
+        self._check_all_waiting("step()")
+        self.send(actions)
+        self._wait(self.num_workers, "stepping")
+        self._ready, self._waiting = [], list(range(self.num_workers))
+        obs, rewards, terminations, truncations, infos, _ = self._results_of(self._waiting)
+        return obs, rewards, terminations, truncations, infos
+
+    def send(self, actions: np.ndarray, env_ids: np.ndarray | None = None) -> None:
+        """Actions for the rows of the last :meth:`recv` (or :meth:`reset`), which step next.
+
+        Args:
+            actions: ``(rows, *action_shape)``, one per row, in the order of ``env_ids``.
+            env_ids: the rows to step, whole workers' rows from the last recv (default: all of
+                them). Rows left out stay parked until a later send (a rollout's envs that have
+                all their steps wait so for the next rollout).
+        """
+        self._check_open()
+        if env_ids is None:
+            workers = sorted(self._waiting)
+        else:
+            first_rows = np.asarray(env_ids)[:: self.rows_per_worker]
+            workers = [int(r) // self.rows_per_worker for r in first_rows]
+            expected = self._row_ids[workers].ravel() if workers else np.empty(0, np.int64)
+            if not np.array_equal(np.asarray(env_ids), expected):
+                raise ApiUsageError(
+                    f"send() env_ids must be whole workers' rows ({self.rows_per_worker} per "
+                    "worker) as recv() returned them"
+                )
+        if not workers or any(w not in self._waiting for w in workers):
+            raise ApiUsageError(
+                "send() for envs that are not waiting for actions: call recv() (or reset()) "
+                "first, and send once per recv"
+            )
+        rows = len(workers) * self.rows_per_worker
+        actions = np.asarray(actions)
+        if actions.shape[:1] != (rows,):
+            raise ApiUsageError(f"send() needs actions for {rows} rows, got shape {actions.shape}")
+        target = self._views["actions"]
+        if self._contiguous(workers):
+            lo = workers[0] * self.rows_per_worker
+            target[lo : lo + rows] = actions
+        else:
+            target[self._row_ids[workers].ravel()] = actions
+        self._waiting = [w for w in self._waiting if w not in workers]
+        self._signal(workers, STEP)
+
+    def recv(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
+        """Wait for a batch of ready workers (``batch_size`` envs, or all still in flight).
+
+        Returns:
+            obs, rewards, terminations, truncations, infos (as :meth:`step`, for these rows)
+            and ``env_ids``: the rows' indices, in the order of the other arrays.
+        """
+        self._check_open()
+        if not self._in_flight and not self._ready:
+            # EnvPool's and PufferLib's recv would wait forever here.
+            raise ApiUsageError("recv() with no step in flight: call send(actions) first")
+        want = min(self.workers_per_batch, len(self._in_flight) + len(self._ready))
+        if len(self._ready) < want:
+            self._wait(want - len(self._ready), "stepping")
+        batch = sorted(self._ready[:want])
+        self._ready = self._ready[want:]
+        self._waiting.extend(batch)
+        return self._results_of(batch)
+
+    def _contiguous(self, workers: list[int]) -> bool:
+        return workers == list(range(workers[0], workers[0] + len(workers)))
+
+    def _results_of(
+        self, workers: list[int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
+        if self._contiguous(workers):  # views of the shared arrays: no copy
+            lo = workers[0] * self.rows_per_worker
+            sel: Any = slice(lo, lo + len(workers) * self.rows_per_worker)
+            env_ids = np.arange(sel.start, sel.stop)
+        else:
+            sel = env_ids = self._row_ids[workers].ravel()
+        v = self._views
+        infos: dict[str, Any] = {}
+        if self._finished[workers].any():
+            infos["final_obs"], infos["_final_obs"] = v["final_obs"][sel], v["final_flags"][sel]
+            infos["episode"] = {k: v[f"episode_{k}"][sel] for k in ("r", "l", "t")}
+            infos["_episode"] = v["episode_flags"][sel]
+        if self.shape.has_mask:
+            infos[ACTION_MASK_KEY] = v["mask"][sel]
+        return (v["obs"][sel], v["rewards"][sel], v["terminations"][sel], v["truncations"][sel],
+                infos, env_ids)  # fmt: skip
+
+    # -- state, teacher, timing ----------------------------------------------------------
+    def _check_all_waiting(self, doing: str) -> None:
+        self._check_open()
+        if len(self._waiting) != self.num_workers:
+            raise ApiUsageError(
+                f"{doing} needs every env waiting for actions (no step in flight); with "
+                "--env-batch-size use send()/recv()"
+            )
+
+    def _round_trip(self, command: int, doing: str) -> None:
+        """``command`` to every worker (all waiting for actions) and wait for all."""
+        self._check_all_waiting(doing)
+        workers = list(range(self.num_workers))
+        self._signal(workers, command)
+        self._wait(self.num_workers, doing)
+        self._ready, self._waiting = [], workers
+
+    def _get_state(self) -> dict[str, Any]:
+        """Every worker's env state (``{"workers": [...]}``), for a checkpoint."""
+        self._round_trip(GET_STATE, "saving its state")
+        return {"workers": [control.recv() for control in self._controls]}
+
+    def _set_state(self, saved: dict[str, Any]) -> None:
+        """Restore states from :meth:`get_state` of an env with the same worker count."""
+        self._check_all_waiting("set_state()")
+        states = saved["workers"]
+        if len(states) != self.num_workers:
+            raise ValueError(
+                f"env state of {len(states)} workers cannot be restored into {self.num_workers}"
+            )
+        for control, state in zip(self._controls, states, strict=True):
+            control.send(state)
+        self._round_trip(SET_STATE, "restoring its state")
+
+    def _make_teacher(self) -> Any:
+        """The env's scripted teacher, run by each worker on its own rows (it reads its env's
+        tables, which live in the worker): ``teacher(obs) -> (num_envs,) int64``."""
+        return WorkersTeacher(self)
+
+    def teacher_actions(self) -> np.ndarray:
+        """Every worker's teacher actions for its current observations, (num_envs,) int64."""
+        self._round_trip(TEACHER, "running the teacher")
+        return self._views["teacher"].copy()
+
+    def worker_times(self) -> list[dict[str, float]]:
+        """Seconds each worker spent executing commands (busy) and waiting for them (idle)."""
+        v = self._views
+        return [{"busy_s": float(v["busy_s"][w]), "idle_s": float(v["idle_s"][w])}
+                for w in range(self.num_workers)]  # fmt: skip
+
+    # -- lifetime ------------------------------------------------------------------------
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._processes]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ApiUsageError("the env is closed")
+
+    def close(self, **kwargs: Any) -> None:
+        """Stop every worker (end-of-file on its command pipe, then terminate, then kill)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+
+
+class WorkersTeacher:
+    """The grid teacher over workers: ``teacher(obs)`` with ``obs`` the env's last observation."""
+
+    def __init__(self, env: MultiprocessVecEnv) -> None:
+        self.env = env
+        self.shape = (env.num_envs, *env.single_observation_space.shape)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if tuple(obs.shape) != self.shape:
+            raise ValueError(f"obs must be the env's observation, shape {self.shape}, got "
+                             f"{tuple(obs.shape)}")  # fmt: skip
+        return self.env.teacher_actions()
+
+
+def check_worker_sizes(num_envs: int, num_workers: int, batch_size: int) -> None:
+    """ValueError (one line) unless the sizes split into whole workers and whole batches."""
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    if num_envs % num_workers:
+        raise ValueError(f"num_envs {num_envs} must be divisible by num_workers {num_workers}")
+    per_worker = num_envs // num_workers
+    if batch_size and (batch_size % per_worker or num_envs % batch_size or batch_size < 0):
+        raise ValueError(
+            f"env_batch_size {batch_size} must be a multiple of the envs per worker "
+            f"({num_envs}/{num_workers} = {per_worker}) that divides num_envs {num_envs}"
+        )
+
+
+def _shutdown(processes: list[Any], commands: list[Connection], results: list[Connection],
+              controls: list[Connection]) -> None:  # fmt: skip
+    """Close the command pipes (each worker reads end-of-file and exits), then make sure."""
+    for conn in commands:
+        conn.close()
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    for process in processes:
+        process.join(max(deadline - time.monotonic(), 0.0))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+            process.join(JOIN_TIMEOUT_S)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for conn in (*results, *controls):
+        conn.close()

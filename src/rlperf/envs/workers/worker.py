@@ -1,0 +1,215 @@
+"""The worker process: builds its share of the envs and steps it whenever the parent says.
+
+One loop, ``run``: wait for the next command (optionally spin on the shared sequence number,
+then block reading one byte from the command pipe), execute it on the whole share in numpy, write
+the results into the shared block, then report with one byte on the done pipe and the new
+sequence number. Every command and every result is paired with exactly one byte, so neither
+pipe ever fills and no wake-up is lost; the sequence number is stored before the byte is
+written, so a side woken by the byte never waits for the number (``docs/workers.md`` has the
+measurements behind blocking on pipes rather than spinning or semaphores).
+
+A worker never outlives its parent: the command pipe reads end-of-file as soon as the parent is
+gone (whatever killed it), and on Linux the kernel also sends SIGKILL when the worker's parent
+process dies (``PR_SET_PDEATHSIG``). An exception in the env is reported to the parent (type,
+message, where) over the control connection, then the worker exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from rlperf.envs.workers.layout import GET_STATE, RESET, SET_STATE, STEP, TEACHER, Layout
+
+PR_SET_PDEATHSIG = 1
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+DONE, FAILED = b"d", b"e"
+
+
+@dataclass
+class WorkerArgs:
+    """Everything a worker needs, pickled once at start (connections travel as descriptors)."""
+
+    index: int
+    env_name: str
+    factory: Any  # the registered factory (pickled by reference: a worker may not have run the
+    # registration, e.g. an env registered by a user's script); None for gym:<id>
+    num_envs: int  # this worker's share, in the env's own units (grid: maps)
+    rows: tuple[int, int]  # first and one-past-last row of the shared arrays
+    options: dict[str, Any]
+    layout: Layout
+    buffer: Any  # the shared RawArray
+    commands: Connection  # read end: one byte per command; EOF when the parent is gone
+    results: Connection  # write end: one byte per result
+    control: Connection  # duplex: payloads of rare commands, errors
+    spin_s: float
+
+
+def describe_error(error: BaseException) -> dict[str, str]:
+    """Type, first message line and innermost frame (``file:line in function``) of ``error``."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
+    text = str(error).strip()
+    return {
+        "type": type(error).__name__,
+        "message": text.splitlines()[0] if text else "",
+        "where": where,
+        "traceback": "".join(traceback.format_exception(error)),
+    }
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (elsewhere: the pipe EOF only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _one_thread() -> None:
+    """Env code runs on one thread: a worker per core is the parallelism, nested pools only
+    oversubscribe the cores (and torch must never inherit the trainer's thread count)."""
+    for name in THREAD_VARS:
+        os.environ[name] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def run(args: WorkerArgs) -> None:
+    """The worker's main function (the ``Process`` target)."""
+    ppid = os.getppid()
+    _die_with_parent()
+    if os.getppid() != ppid:  # the parent died before the death signal was armed
+        return
+    # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _one_thread()
+    views = args.layout.views(args.buffer)
+    try:
+        loop = WorkerLoop(args, views)
+    except Exception as e:  # the env could not be built: same report as a failed step
+        args.control.send(describe_error(e))
+        return
+    args.control.send(None)  # ready
+    loop.run()
+
+
+class WorkerLoop:
+    """One worker's env and its rows of the shared arrays."""
+
+    def __init__(self, args: WorkerArgs, views: dict[str, np.ndarray]) -> None:
+        from rlperf.envs.registry import factory_of, make_vec, register
+        from rlperf.envs.spec import read_action_mask
+
+        self.args, self.read_mask = args, read_action_mask
+        if args.factory is not None and factory_of(args.env_name) is not args.factory:
+            register(args.env_name, args.factory)
+        self.env = make_vec(args.env_name, args.num_envs, **args.options)
+        lo, hi = args.rows
+        if self.env.num_envs != hi - lo:
+            raise ValueError(f"env built {self.env.num_envs} rows, the layout expects {hi - lo}")
+        rows = slice(lo, hi)
+        self.obs, self.actions = views["obs"][rows], views["actions"][rows]
+        self.rewards = views["rewards"][rows]
+        self.terminations, self.truncations = (
+            views["terminations"][rows],
+            views["truncations"][rows],
+        )
+        self.final_obs, self.final_flags = views["final_obs"][rows], views["final_flags"][rows]
+        self.episode = {k: views[f"episode_{k}"][rows] for k in ("r", "l", "t")}
+        self.episode_flags = views["episode_flags"][rows]
+        self.mask = views["mask"][rows] if "mask" in views else None
+        self.teacher_out = views["teacher"][rows] if "teacher" in views else None
+        w = args.index
+        self.command, self.command_seq = (
+            views["command"][w : w + 1],
+            views["command_seq"][w : w + 1],
+        )
+        self.done_seq, self.finished = views["done_seq"][w : w + 1], views["finished"][w : w + 1]
+        self.busy_s, self.idle_s = views["busy_s"][w : w + 1], views["idle_s"][w : w + 1]
+        self._flags_set = False
+        self._teacher = None
+
+    def _wait_command(self, seq: int) -> bool:
+        """Wait for command ``seq``; False when the parent is gone (pipe at end of file)."""
+        deadline = time.perf_counter() + self.args.spin_s
+        while self.command_seq[0] < seq and time.perf_counter() < deadline:
+            pass
+        # The parent sets the number before it writes the byte, so after the byte it is set.
+        return bool(os.read(self.args.commands.fileno(), 1))
+
+    def run(self) -> None:
+        control, results_fd = self.args.control, self.args.results.fileno()
+        seq, idle_start = 0, time.perf_counter()
+        while True:
+            seq += 1
+            if not self._wait_command(seq):
+                break
+            start = time.perf_counter()
+            self.idle_s[0] += start - idle_start
+            try:
+                self._execute(int(self.command[0]), control)
+                code = DONE
+            except Exception as e:
+                control.send(describe_error(e))
+                code = FAILED
+            idle_start = time.perf_counter()
+            self.busy_s[0] += idle_start - start
+            # Number first, then the byte: whoever wakes on the byte must see the number. (The
+            # other order let the parent wake and spin on the number while this worker, which
+            # had not yet stored it, waited for a core: milliseconds per step on 2 cores.)
+            self.done_seq[0] = seq
+            os.write(results_fd, code)
+            if code == FAILED:
+                break
+        self.env.close()
+
+    def _execute(self, command: int, control: Connection) -> None:
+        if command == STEP:
+            self._write(*self.env.step(self.actions))
+        elif command == RESET:
+            seed, options = control.recv()
+            obs, infos = self.env.reset(seed=seed, options=options)
+            self._write(obs, 0.0, False, False, infos)
+        elif command == GET_STATE:
+            control.send(self.env.get_state())
+        elif command == SET_STATE:
+            self.env.set_state(control.recv())
+        elif command == TEACHER:
+            if self._teacher is None:
+                self._teacher = self.env.make_teacher()
+            self.teacher_out[...] = self._teacher(self.obs)
+        else:
+            raise ValueError(f"unknown worker command {command}")
+
+    def _write(self, obs: Any, rewards: Any, terminations: Any, truncations: Any,
+               infos: dict[str, Any]) -> None:  # fmt: skip
+        self.obs[...] = obs
+        self.rewards[...] = rewards
+        self.terminations[...] = terminations
+        self.truncations[...] = truncations
+        finished = bool(infos) and "_final_obs" in infos
+        if finished:
+            flags = np.asarray(infos["_final_obs"], dtype=bool)
+            self.final_flags[...] = flags
+            self.final_obs[flags] = np.asarray(infos["final_obs"])[flags]
+            self.episode_flags[...] = infos["_episode"]
+            for key, out in self.episode.items():
+                out[...] = infos["episode"][key]
+        elif self._flags_set:
+            self.final_flags[...] = False
+            self.episode_flags[...] = False
+        self._flags_set = finished
+        self.finished[0] = finished
+        if self.mask is not None:
+            self.mask[...] = self.read_mask(self.env, infos)

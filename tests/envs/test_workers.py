@@ -1,0 +1,362 @@
+"""The multiprocess backend against the serial envs, step for step, and its failure modes.
+
+The reference for ``W`` workers is ``W`` serial envs of ``num_envs / W`` each, reset with the
+seeds the workers use (``seed + w * envs_per_worker``) and stepped with the same action slices.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from faulty_envs import FailingCartPole  # tests/envs/, on sys.path under pytest
+
+from rlperf.envs import make_vec, register, unregister
+from rlperf.envs.spec import read_action_mask
+from rlperf.envs.workers import ApiUsageError, MultiprocessVecEnv, WorkerError
+from rlperf.envs.workers.pool import _context
+
+SEED = 5
+STEPS = 40
+# name -> (num_envs, options): small, but every env's episodes end within STEPS somewhere.
+ENVS = {
+    "cartpole": (4, {"max_episode_steps": 15}),
+    "catch": (4, {}),
+    "petri": (4, {}),
+    "robots": (2, {"obs_mode": "symbolic", "board_size": 5, "max_steps": 6}),
+    "grid": (2, {"map_size": 16, "num_agents": 3, "max_steps": 12}),
+    "gym:CartPole-v1": (4, {}),
+}
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    """Every test leaves exactly the child processes it found (the forkserver is shared)."""
+    _context()
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        left = {p.pid for p in me.children(recursive=True) if p.status() != "zombie"} - before
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left, f"processes left behind: {left}"
+
+
+class ShardedSerial:
+    """The slow, obviously right reference: the workers' shares stepped one after another."""
+
+    def __init__(self, name: str, num_envs: int, workers: int, options: dict) -> None:
+        self.per = num_envs // workers
+        self.envs = [make_vec(name, self.per, **options) for _ in range(workers)]
+
+    def reset(self, seed: int):
+        outs = [e.reset(seed=seed + w * self.per) for w, e in enumerate(self.envs)]
+        masks = [read_action_mask(e, o[1]) for e, o in zip(self.envs, outs, strict=True)]
+        return np.concatenate([o[0] for o in outs]), _cat(masks)
+
+    def step(self, actions: np.ndarray):
+        rows = self.envs[0].num_envs
+        outs = [e.step(actions[w * rows : (w + 1) * rows]) for w, e in enumerate(self.envs)]
+        obs, rew, term, trunc = (np.concatenate([o[i] for o in outs]) for i in range(4))
+        finals = [_finished(e, o) for e, o in zip(self.envs, outs, strict=True)]
+        finals = tuple(np.concatenate(parts) for parts in zip(*finals, strict=True))
+        masks = [read_action_mask(e, o[4]) for e, o in zip(self.envs, outs, strict=True)]
+        return obs, rew, term, trunc, finals, _cat(masks)
+
+    def teacher(self) -> np.ndarray:
+        return np.concatenate([e.make_teacher()(e._observe()) for e in self.envs])
+
+
+def _cat(masks):
+    return None if masks[0] is None else np.concatenate(masks)
+
+
+def _finished(env, out):
+    obs, infos = out[0], out[4]
+    if not infos or "_final_obs" not in infos:
+        z = np.zeros(env.num_envs, bool)
+        return z, np.zeros_like(obs), z, np.zeros(env.num_envs), np.zeros(env.num_envs, np.int64)
+    return (infos["_final_obs"], np.asarray(infos["final_obs"]), infos["_episode"],
+            infos["episode"]["r"], infos["episode"]["l"])  # fmt: skip
+
+
+def random_actions(env, mask, rng):
+    if mask is not None:  # a uniformly random valid action per row
+        return np.argmax(rng.random(mask.shape) * mask, axis=1)
+    return np.stack([env.single_action_space.sample() for _ in range(env.num_envs)])
+
+
+def check_step(t, got, want):
+    obs, rew, term, trunc, infos = got
+    w_obs, w_rew, w_term, w_trunc, (flags, finals, ep_flags, ep_r, ep_l), w_mask = want
+    np.testing.assert_array_equal(obs, w_obs, err_msg=f"obs at step {t}")
+    np.testing.assert_array_equal(rew, w_rew.astype(np.float32), err_msg=f"rewards at step {t}")
+    np.testing.assert_array_equal(term, w_term, err_msg=f"terminations at step {t}")
+    np.testing.assert_array_equal(trunc, w_trunc, err_msg=f"truncations at step {t}")
+    if flags.any():
+        np.testing.assert_array_equal(infos["_final_obs"], flags, err_msg=f"step {t}")
+        np.testing.assert_array_equal(infos["final_obs"][flags], finals[flags])
+        np.testing.assert_array_equal(infos["_episode"], ep_flags)
+        np.testing.assert_array_equal(infos["episode"]["r"][ep_flags], ep_r[ep_flags])
+        np.testing.assert_array_equal(infos["episode"]["l"][ep_flags], ep_l[ep_flags])
+    else:
+        assert "_final_obs" not in infos or not infos["_final_obs"].any(), f"step {t}"
+    if w_mask is not None:
+        np.testing.assert_array_equal(infos["action_mask"], w_mask, err_msg=f"mask at step {t}")
+    return bool(flags.any())
+
+
+@pytest.mark.parametrize("name", list(ENVS))
+def test_sync_equals_serial_shards_bit_for_bit(name):
+    num_envs, options = ENVS[name]
+    env = MultiprocessVecEnv(name, num_envs, 2, seed=SEED, options=options)
+    ref = ShardedSerial(name, num_envs, 2, options)
+    try:
+        obs, infos = env.reset(seed=SEED)
+        w_obs, w_mask = ref.reset(SEED)
+        np.testing.assert_array_equal(obs, w_obs)
+        mask = read_action_mask(env, infos)
+        assert (mask is None) == (w_mask is None)
+        rng, episodes_ended = np.random.default_rng(0), 0
+        for t in range(STEPS):
+            actions = random_actions(env, w_mask, rng)
+            want = ref.step(actions)
+            episodes_ended += check_step(t, env.step(actions), want)
+            w_mask = want[5]
+        assert episodes_ended, "no episode ended: the final-obs path went untested"
+    finally:
+        env.close()
+
+
+# One worker is the serial env; gymnasium seeds sub-env i with seed + i, and the workers' seeds
+# continue that numbering, so a gym id equals the serial backend with any worker count.
+@pytest.mark.parametrize(("name", "workers"), [("cartpole", 1), ("gym:CartPole-v1", 2)])
+def test_equals_the_serial_backend(name, workers):
+    env = MultiprocessVecEnv(name, 4, workers, seed=SEED)
+    serial = make_vec(name, 4, seed=SEED)
+    try:
+        np.testing.assert_array_equal(env.reset(seed=SEED)[0], serial.reset(seed=SEED)[0])
+        rng = np.random.default_rng(1)
+        for t in range(STEPS):
+            a = rng.integers(0, 2, 4)
+            got, want = env.step(a), serial.step(a)
+            for i in range(4):
+                np.testing.assert_array_equal(got[i], want[i], err_msg=f"step {t} output {i}")
+    finally:
+        env.close()
+
+
+def test_state_round_trip_continues_exactly():
+    env = MultiprocessVecEnv("catch", 4, 2, seed=SEED)
+    try:
+        env.reset(seed=SEED)
+        saved = env.get_state()
+        actions = [np.array([t % 3, 1, 2, 0]) for t in range(12)]
+        first = [env.step(a)[0].copy() for a in actions]
+        env.set_state(saved)
+        again = [env.step(a)[0].copy() for a in actions]
+        for t, (x, y) in enumerate(zip(first, again, strict=True)):
+            np.testing.assert_array_equal(x, y, err_msg=f"step {t}")
+        with pytest.raises(ValueError, match="6 workers cannot be restored into 2"):
+            env.set_state({"workers": saved["workers"] * 3})
+    finally:
+        env.close()
+
+
+def test_grid_teacher_runs_in_the_workers():
+    num_envs, options = ENVS["grid"]
+    env = MultiprocessVecEnv("grid", num_envs, 2, seed=SEED, options=options)
+    ref = ShardedSerial("grid", num_envs, 2, options)
+    try:
+        obs, _ = env.reset(seed=SEED)
+        ref.reset(SEED)
+        teacher = env.make_teacher()
+        for t in range(10):
+            actions = teacher(obs)
+            np.testing.assert_array_equal(actions, ref.teacher(), err_msg=f"step {t}")
+            obs = env.step(actions)[0]
+            ref.step(actions)
+        with pytest.raises(ValueError, match="obs must be"):
+            teacher(obs[:1])
+    finally:
+        env.close()
+
+
+def test_async_batches_are_whole_workers_and_follow_each_env():
+    """Batches of ready workers, each env's trajectory exactly its serial shard's, whatever the
+    order the workers finish in (actions are a function of the observation)."""
+    env = MultiprocessVecEnv("cartpole", 8, 4, batch_size=4, seed=SEED)
+    ref = ShardedSerial("cartpole", 8, 4, {})
+    ref.reset(SEED)
+    try:
+        env.async_reset(seed=SEED)
+        steps = np.zeros(8, int)
+        history: dict[int, list[np.ndarray]] = {r: [] for r in range(8)}
+        while steps.min() < 20:
+            obs, rewards, term, trunc, infos, env_ids = env.recv()
+            assert len(env_ids) == 4 and np.all(env_ids.reshape(-1, 2)[:, 1] % 2 == 1)
+            for i, r in enumerate(env_ids):
+                history[r].append(obs[i].copy())
+            steps[env_ids] += 1
+            env.send((obs[:, 2] > 0).astype(np.int64))
+        for w, shard in enumerate(ref.envs):
+            rows = range(2 * w, 2 * w + 2)
+            n = min(len(history[r]) for r in rows)
+            want = [shard.state.astype(np.float32).copy()]
+            for _ in range(n - 1):
+                want.append(shard.step((want[-1][:, 2] > 0).astype(np.int64))[0].copy())
+            for k in range(n):
+                got = np.stack([history[r][k] for r in rows])
+                np.testing.assert_array_equal(got, want[k], err_msg=f"worker {w} step {k}")
+    finally:
+        env.close()
+
+
+def test_call_order_is_checked():
+    env = MultiprocessVecEnv("cartpole", 4, 2, batch_size=2, seed=SEED)
+    try:
+        env.reset(seed=1)
+        with pytest.raises(ApiUsageError, match="no step in flight"):
+            env.recv()  # EnvPool and PufferLib would wait forever
+        env.send(np.zeros(4, np.int64))
+        with pytest.raises(ApiUsageError, match="not waiting for actions"):
+            env.send(np.zeros(4, np.int64))
+        with pytest.raises(ApiUsageError, match="every env waiting"):
+            env.step(np.zeros(4, np.int64))
+        *_, first = env.recv()
+        with pytest.raises(ApiUsageError, match="2 rows"):
+            env.send(np.zeros(3, np.int64))
+        with pytest.raises(ApiUsageError, match="whole workers"):
+            env.send(np.zeros(1, np.int64), env_ids=first[:1])
+        *_, second = env.recv()  # the other worker: both now wait for actions
+        assert sorted([*first, *second]) == [0, 1, 2, 3]
+        env.send(np.zeros(2, np.int64), env_ids=second)  # the first stays parked
+        *_, third = env.recv()
+        np.testing.assert_array_equal(third, second)
+        with pytest.raises(ApiUsageError, match="no step in flight"):
+            env.recv()
+    finally:
+        env.close()
+    with pytest.raises(ApiUsageError, match="closed"):
+        env.step(np.zeros(4, np.int64))
+
+
+@pytest.fixture
+def failing_env():
+    register("failing_cartpole", FailingCartPole)
+    yield "failing_cartpole"
+    unregister("failing_cartpole")
+
+
+def test_a_raising_env_names_the_worker_its_envs_and_the_error(failing_env):
+    env = MultiprocessVecEnv(failing_env, 4, 2, seed=SEED, options={"fail_seed": SEED + 2})
+    pids = env.pids
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as caught:
+        for _ in range(5):
+            env.step(np.zeros(4, np.int64))
+    assert time.monotonic() - start < 2.0
+    message = str(caught.value)
+    assert "worker 1 (envs 2..3 of failing_cartpole)" in message
+    assert "RuntimeError: boom at step 3" in message and "faulty_envs.py" in message
+    assert "\n" not in message
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+
+
+def test_a_killed_worker_is_reported_within_two_seconds():
+    env = MultiprocessVecEnv("gym:CartPole-v1", 4, 2, seed=SEED)
+    env.step(np.zeros(4, np.int64))
+    os.kill(env.pids[1], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"worker 1 .* died \(killed by signal 9\)"):
+        for _ in range(1000):
+            env.step(np.zeros(4, np.int64))
+    assert time.monotonic() - start < 2.0
+
+
+def test_workers_run_one_thread():
+    env = MultiprocessVecEnv("cartpole", 4, 2, seed=SEED)
+    try:
+        for _ in range(3):
+            env.step(np.zeros(4, np.int64))
+        assert [psutil.Process(p).num_threads() for p in env.pids] == [1, 1]
+        times = env.worker_times()
+        assert len(times) == 2 and all(t["busy_s"] > 0 and t["idle_s"] > 0 for t in times)
+    finally:
+        env.close()
+
+
+PARENT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    from rlperf.envs.workers import MultiprocessVecEnv
+    if __name__ == "__main__":
+        env = MultiprocessVecEnv("cartpole", 4, 2, seed=1)
+        print(*env.pids, flush=True)
+        try:
+            while True:
+                env.step(np.zeros(4, np.int64))
+                time.sleep(0.001)
+        except KeyboardInterrupt:
+            env.close()
+            print("closed", flush=True)
+    """
+)
+
+
+def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)  # fmt: skip
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    return proc, pids
+
+
+def _gone(pids: list[int], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_workers_exit_when_the_trainer_is_killed(tmp_path):
+    proc, pids = _start_parent(tmp_path)
+    try:
+        proc.kill()
+        proc.wait()
+        assert _gone(pids, 3.0), "workers outlived a SIGKILLed parent"
+    finally:
+        for p in pids:
+            if psutil.pid_exists(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_ctrl_c_closes_every_worker(tmp_path):
+    proc, pids = _start_parent(tmp_path)
+    try:
+        time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+        out, _ = proc.communicate(timeout=10)
+        assert "closed" in out
+        assert _gone(pids, 2.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
