@@ -247,6 +247,7 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from rlperf.envs.workers import WorkerError
     from rlperf.ppo.trainer import NonFiniteLossError
     from rlperf.run.checkpoint import CHECKPOINT_NAME
 
@@ -264,7 +265,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     try:
         summary = trainer.train(run_dir, resumed=resumed)
-    except NonFiniteLossError as e:
+    except (NonFiniteLossError, WorkerError) as e:  # a failed env worker: named, one line
         has_checkpoint = run_dir and (Path(run_dir) / CHECKPOINT_NAME).is_file()
         kept = f"; last good checkpoint kept in {run_dir}" if has_checkpoint else ""
         print(f"rlperf: error: {e}{kept}", file=sys.stderr)
