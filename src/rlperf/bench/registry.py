@@ -70,6 +70,28 @@ def _env_step(env: str, num_envs: int) -> Prepared:
     return Prepared(lambda: vec.step(actions), rows, "env_steps")
 
 
+def _env_step_workers(env: str, num_envs: int, workers: int, batch: int) -> Prepared:
+    """The multiprocess backend (``envs/workers/``): a synchronous step of every env when
+    ``batch == num_envs``, else one asynchronous recv of ``batch`` envs and the send back."""
+    import numpy as np
+
+    from rlperf.envs.workers import MultiprocessVecEnv
+
+    vec = MultiprocessVecEnv(env, num_envs, workers, batch_size=batch, seed=SEED)
+    vec.single_action_space.seed(SEED)
+    actions = np.stack([vec.single_action_space.sample() for _ in range(vec.num_envs)])
+    if batch == num_envs:
+        return Prepared(lambda: vec.step(actions), int(vec.num_envs), "env_steps")
+    vec.send(actions)  # every env in flight; each call then takes one batch and returns it
+    rows = batch * vec.num_envs // num_envs
+
+    def recv_send() -> None:
+        env_ids = vec.recv()[-1]
+        vec.send(actions[:rows], env_ids=env_ids)
+
+    return Prepared(recv_send, rows, "env_steps")
+
+
 def _env_reset(env: str, num_envs: int) -> Prepared:
     from rlperf.envs import make_vec
 
@@ -755,6 +777,10 @@ def all_cases() -> list[Case]:
         for n in (64, 1024):
             cases.append(Case("env_step", {"env": env, "num_envs": n}, _env_step))
             cases.append(Case("env_reset", {"env": env, "num_envs": n}, _env_reset))
+    for env, n, batch in (("gym:CartPole-v1", 64, 64), ("gym:CartPole-v1", 64, 32),
+                          ("grid", 16, 16), ("grid", 16, 8)):  # fmt: skip
+        params = {"env": env, "num_envs": n, "workers": 2, "batch": batch}
+        cases.append(Case("env_step_workers", params, _env_step_workers))
     cases += [Case("policy_act", {"batch": b}, _policy_act) for b in (64, 1024)]
     for kind in POLICY_WORKLOADS:
         cases.append(Case("policy_act_kind", {"kind": kind, "num_envs": 64}, _kind_act))
@@ -860,7 +886,8 @@ def _gate_cases() -> list[Case]:
 
 
 COMPONENTS = (
-    "env_step", "env_reset", "policy_act", "policy_act_kind", "recurrent_evaluate",
+    "env_step", "env_reset", "env_step_workers", "policy_act", "policy_act_kind",
+    "recurrent_evaluate",
     "lstm_recurrence", "lstm_network", "transfer",
     "buffer_store", "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward",
     "optimizer_step", "update_epoch", "e2e_train", "petri_step", "petri_reset",

@@ -50,8 +50,11 @@ class RolloutBuffer:
         self.spec, self.device = spec, device
         shape = (num_steps, num_envs)
         obs_dtype = TORCH_DTYPES[np.dtype(spec.obs_dtype)]
-        self.obs = torch.zeros((*shape, *spec.obs_shape), dtype=obs_dtype, device=device)
-        self.next_obs = torch.zeros((num_envs, *spec.obs_shape), dtype=obs_dtype, device=device)
+        # Slots 0..T in one tensor: ``next_obs`` is slot T, so a write at a per-env position
+        # (the async collector, ``ppo/async_rollout.py``) is one indexed store whatever the step.
+        slots = (num_steps + 1, num_envs)
+        self.obs_slots = torch.zeros((*slots, *spec.obs_shape), dtype=obs_dtype, device=device)
+        self.obs, self.next_obs = self.obs_slots[:num_steps], self.obs_slots[num_steps]
         action = spec.action
         if action.kind == "discrete":
             self.actions = torch.zeros(shape, dtype=torch.int64, device=device)
@@ -70,18 +73,18 @@ class RolloutBuffer:
         self.rewards_host = np.zeros(shape, dtype=np.float32)
         self.terminations_host = np.zeros(shape, dtype=np.float32)
         self.truncations_host = np.zeros(shape, dtype=np.float32)
-        self.masks = self.next_mask = None
+        self.masks = self.next_mask = self.mask_slots = None
         if spec.has_mask:
             width = action.mask_width
-            self.masks = torch.ones((*shape, width), dtype=torch.bool, device=device)
-            self.next_mask = torch.ones((num_envs, width), dtype=torch.bool, device=device)
+            self.mask_slots = torch.ones((*slots, width), dtype=torch.bool, device=device)
+            self.masks, self.next_mask = self.mask_slots[:num_steps], self.mask_slots[num_steps]
         self.recurrent = bool(state_template)
-        self.dones = self.next_done = None
+        self.dones = self.next_done = self.done_slots = None
         self.horizon = bptt_horizon or num_steps
         self.states: tuple[torch.Tensor, ...] = ()
         if self.recurrent:
-            self.dones = torch.zeros(shape, device=device)
-            self.next_done = torch.zeros(num_envs, device=device)
+            self.done_slots = torch.zeros(slots, device=device)
+            self.dones, self.next_done = self.done_slots[:num_steps], self.done_slots[num_steps]
             segments = num_steps // self.horizon
             self.states = tuple(
                 torch.zeros((segments, *s.shape), dtype=s.dtype, device=device)
@@ -153,6 +156,66 @@ class RolloutBuffer:
         self.rewards_host[t] = rewards
         self.terminations_host[t] = terminations
         self.truncations_host[t] = truncations
+
+    # -- collection at a position per env (asynchronous batches of rows) -----------------
+    def write_rows(
+        self,
+        slots: torch.Tensor,
+        rows: torch.Tensor,
+        obs: np.ndarray,
+        done: np.ndarray | None = None,
+        mask: np.ndarray | None = None,
+    ) -> None:
+        """Observations (R, *obs_shape) of ``rows`` (R,) at their own ``slots`` (R,) in
+        ``0..num_steps`` (``num_steps``: next_obs); with the episode-start flags and masks."""
+        host = np.ascontiguousarray(obs, dtype=self.spec.obs_dtype)
+        self.obs_slots[slots, rows] = torch.from_numpy(host).to(self.device)
+        if self.done_slots is not None and done is not None:
+            flags = torch.from_numpy(np.asarray(done, dtype=np.float32))
+            self.done_slots[slots, rows] = flags.to(self.device)
+        if self.mask_slots is not None and mask is not None:
+            self.mask_slots[slots, rows] = torch.from_numpy(np.asarray(mask, bool)).to(self.device)
+
+    def store_rows(
+        self,
+        steps: np.ndarray,
+        rows: np.ndarray,
+        actions: torch.Tensor,
+        logprobs: torch.Tensor,
+        values: torch.Tensor,
+    ) -> None:
+        """The policy's outputs for ``rows`` (R,) at their own ``steps`` (R,)."""
+        index = (torch.from_numpy(steps).to(self.device), torch.from_numpy(rows).to(self.device))
+        self.actions[index] = actions
+        self.logprobs[index] = logprobs
+        self.values[index] = values
+
+    def store_env_rows(
+        self,
+        steps: np.ndarray,
+        rows: np.ndarray,
+        rewards: np.ndarray,
+        terminations: np.ndarray,
+        truncations: np.ndarray,
+    ) -> None:
+        """The environment's outputs for ``rows`` (R,) at their own ``steps`` (R,)."""
+        self.rewards_host[steps, rows] = rewards
+        self.terminations_host[steps, rows] = terminations
+        self.truncations_host[steps, rows] = truncations
+
+    def store_state_rows(
+        self, steps: np.ndarray, rows: np.ndarray, state: tuple[torch.Tensor, ...]
+    ) -> None:
+        """The policy state entering step ``steps[i]`` of row ``rows[i]`` (state rows in that
+        order), kept where the step starts a BPTT segment."""
+        starts = steps % self.horizon == 0
+        if not self.recurrent or not starts.any():
+            return
+        pick = torch.from_numpy(np.flatnonzero(starts)).to(self.device)
+        index = (torch.from_numpy(steps[starts] // self.horizon).to(self.device),
+                 torch.from_numpy(rows[starts]).to(self.device))  # fmt: skip
+        for stored, s in zip(self.states, state, strict=True):
+            stored[index] = s[pick]
 
     def finish(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rewards, terminations, truncations (T, N) as device tensors (CPU: no copy)."""
