@@ -44,8 +44,9 @@ class _CaseBenchmark:
     param_names = ["case"]
     timer = time.process_time
     timeout = 120
-    # Component calls take 0.01-100 ms: asv picks ``number`` so a sample is >= sample_time;
-    # medians over 10 samples in each of 2 processes.
+    # Medians over 10 samples in each of 2 processes. asv_runner (0.6.6 here) times one call a
+    # sample when a class has a setup hook (its auto ``number`` resolves to 1, and an explicit
+    # number > 1 re-runs setup between the calls), so a component sample is one call.
     rounds = 2
     repeat = (10, 10, 10.0)
     sample_time = 0.05
@@ -78,7 +79,8 @@ for _component in dict.fromkeys(c.component for c in HISTORY if c.component not 
 
 class TimeTrain(_CaseBenchmark):
     """End to end: each workload's e2e case, the real trainer for a fixed number of env steps
-    (~0.06-0.15 s of CPU a call). One call a sample: a call is whole iterations."""
+    (0.03-0.17 s of CPU a call). One call a sample: ``number = 4`` made asv re-run the setup
+    (a new trainer) before each call, timing first calls (docs/benchmarks.md)."""
 
     params = [[w.e2e.name for w in registry.workloads()]]
     number = 1
