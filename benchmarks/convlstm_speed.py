@@ -49,6 +49,8 @@ import subprocess
 import sys
 import time
 
+from rlperf.bench.harness import spread
+
 VARIANTS = ("fast", "nosections", "toggle", "reference", "channels_last", "bf16", "compile")
 DEFAULT_VARIANTS = "fast,reference,nosections,toggle"
 POLICY_KINDS = {"reference": "convlstm-reference", "channels_last": "convlstm-channels-last"}
@@ -180,10 +182,6 @@ def measure(variant: str, args: argparse.Namespace, seed: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _spread(values: list[float], fmt: str = ".2f") -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}} - {max(values):{fmt}}]"
-
-
 def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
     print(f"\nConvLSTM PPO SPS on {args.env}, {args.num_envs} envs x {args.num_steps} steps, "
           f"4 minibatches x 4 epochs, ch {args.channels}, D {args.layers}, N {args.ticks}, "
@@ -193,7 +191,7 @@ def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> Non
           f"{'convlstm ms/it':>14}")  # fmt: skip
     for variant, samples in results.items():
         sps = [s["sps"] for s in samples]
-        row = f"{variant:<14} {_spread(sps, ',.0f'):>24}  "
+        row = f"{variant:<14} {spread(sps, ',.0f'):>24}  "
         for key, width in (("rollout_ms", 13), ("update_ms", 12), ("convlstm_ms", 14)):
             row += f" {statistics.median(s[key] for s in samples):>{width}.1f}"
         print(row)
@@ -214,12 +212,12 @@ def print_table(results: dict[str, list[dict]], args: argparse.Namespace) -> Non
             for (on_a, a), (on_b, b) in zip(its[0::2], its[1::2], strict=False):
                 ratios.append(a / b if on_a and not on_b else b / a)
         print(f"sections on / off, alternate iterations of one process: iteration time "
-              f"{_spread(ratios, '.3f')} ({len(ratios)} pairs)")  # fmt: skip
+              f"{spread(ratios, '.3f')} ({len(ratios)} pairs)")  # fmt: skip
     print()
     for num, den, label in RATIOS:
         if num in results and den in results:
             paired = [a["sps"] / b["sps"] for a, b in zip(results[num], results[den], strict=True)]
-            print(f"{label:<50} paired by round: {_spread(paired)}")
+            print(f"{label:<50} paired by round: {spread(paired, '.2f')}")
 
 
 def main() -> None:

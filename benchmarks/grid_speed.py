@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -40,15 +39,13 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+from rlperf.bench.harness import spread  # noqa: E402
+
 if TYPE_CHECKING:
     from rlperf.envs.grid import GridTeacher, GridVec
 
 SECTIONS = ("move", "observe", "reset")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
-
-
-def spread(values: list[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}} - {max(values):{fmt}}]"
 
 
 def time_env(

@@ -15,15 +15,12 @@ teacher's share of the rollout (``rollout/teacher`` over ``rollout``) and its pa
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 
 import torch
 
-
-def spread(values: list[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}} - {max(values):{fmt}}]"
+from rlperf.bench.harness import spread
 
 
 def build(phase: str, args: argparse.Namespace):  # noqa: ANN201

@@ -107,6 +107,8 @@ import subprocess
 import sys
 import time
 
+from rlperf.bench.harness import spread
+
 WARMUP_ITERS = 2
 LSTM_HIDDEN = 64  # rlperf's default lstm_hidden_size; every implementation uses it
 NUM_ENVS, NUM_STEPS = 64, 32
@@ -571,10 +573,6 @@ def measure(impl: str, total: int, threads: int, seed: int, base_src: str | None
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _spread(values: list[float], fmt: str = ".2f") -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}} - {max(values):{fmt}}]"
-
-
 def print_table(results: dict[str, list[dict]], threads: int, rounds: int) -> None:
     print(f"\nLSTM PPO SPS, position-only CartPole, {NUM_ENVS} envs x {NUM_STEPS} steps, "
           f"{NUM_MINIBATCHES} minibatches x {UPDATE_EPOCHS} epochs, {threads} torch threads; "
@@ -602,7 +600,7 @@ def print_table(results: dict[str, list[dict]], threads: int, rounds: int) -> No
         of_medians = statistics.median(a) / statistics.median(b)
         paired = [x / y for x, y in zip(a, b, strict=True)]
         print(f"{num + ' / ' + den:<18} ratio of medians {of_medians:6.2f}x   "
-              f"paired by round: median {_spread(paired)}")  # fmt: skip
+              f"paired by round: median {spread(paired, '.2f')}")  # fmt: skip
 
 
 def main() -> None:

@@ -34,9 +34,7 @@ from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-
-def spread(values: list[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}} - {max(values):{fmt}}]"
+from rlperf.bench.harness import spread  # noqa: E402
 
 
 def timed(fn: Callable[[], object], repeat: int = 1) -> float:

@@ -4,10 +4,11 @@
     python benchmarks/sps.py --configs 64x32 --rounds 9 --impls rlperf,cleanrl
     python benchmarks/sps.py --base-src /path/to/old/src  # adds "rlperf-base": before/after
 
-Every measurement runs in a fresh Python process, and the implementations take turns
-(A B C C B A A B C ...) so that a machine whose speed drifts affects them alike; the table shows
-the median and min-max of each. With ``--base-src`` it also prints rlperf against rlperf-base
-paired round by round (SPS, rollout and update time), which cancels most of that drift.
+Every measurement runs in a fresh process (``rlperf.bench.harness``), and the
+implementations take turns (A B C C B A A B C ...) so that a machine whose speed drifts
+affects them alike; the table shows the median and min-max of each. With ``--base-src`` it
+also prints rlperf against rlperf-base paired round by round (SPS, rollout and update
+time), which cancels most of that drift.
 
 The same PPO work everywhere: 64x64 Tanh actor and critic, 4 minibatches x 4 epochs, clipped
 policy and value losses, entropy bonus, advantage normalisation, grad-norm clip 0.5, Adam, LR
@@ -31,11 +32,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
+
+from rlperf.bench.harness import Implementation, compare, paired_ratios, spread
 
 WARMUP_ITERS = 2
 
@@ -266,52 +267,40 @@ def worker_floor(num_envs: int, num_steps: int, total: int, threads: int) -> dic
     }
 
 
-def run_worker(args: argparse.Namespace) -> None:
-    num_envs, num_steps = parse_config(args.config)
-    impl, total, threads = args.worker, args.total_steps, args.threads
-    if impl in ("rlperf", "rlperf-base", "rlperf-autograd"):
-        result = worker_rlperf(num_envs, num_steps, total, threads, impl != "rlperf-autograd")
-    elif impl == "cleanrl":
-        result = worker_cleanrl(num_envs, num_steps, total, threads)
-    elif impl == "floor":
-        result = worker_floor(num_envs, num_steps, total, threads)
-    else:
-        raise SystemExit(f"sps.py: error: unknown implementation {impl!r}")
-    print(json.dumps(result))
-
-
 # -- driver ----------------------------------------------------------------------------------
-def measure(impl: str, config: str, total: int, threads: int, base_src: str | None) -> dict:
-    env = dict(os.environ)
-    if impl == "rlperf-base":
-        env["PYTHONPATH"] = base_src + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, __file__, "--worker", impl, "--config", config,
-           "--total-steps", str(total), "--threads", str(threads)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"sps.py: error: {impl} {config} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _ratio_spread(ratios: list[float], unit: str = "") -> str:
-    lo, hi = min(ratios), max(ratios)
-    return f"median {statistics.median(ratios):.3f}{unit} [{lo:.3f} - {hi:.3f}]"
+def implementations(impls: list[str], config: str, total: int, threads: int,
+                    base_src: str | None) -> list[Implementation]:  # fmt: skip
+    num_envs, num_steps = parse_config(config)
+    size = {"num_envs": num_envs, "num_steps": num_steps, "total": total, "threads": threads}
+    workers = {
+        "rlperf": (worker_rlperf, {"fast": True}),
+        "rlperf-base": (worker_rlperf, {"fast": True}),
+        "rlperf-autograd": (worker_rlperf, {"fast": False}),
+        "cleanrl": (worker_cleanrl, {}),
+        "floor": (worker_floor, {}),
+    }
+    unknown = [impl for impl in impls if impl not in workers]
+    if unknown:
+        raise SystemExit(f"sps.py: error: unknown implementation {unknown[0]!r}")
+    return [Implementation(impl, workers[impl][0], {**size, **workers[impl][1]},
+                           base_src if impl == "rlperf-base" else None)
+            for impl in impls]  # fmt: skip
 
 
 def print_paired(new: list[dict], base: list[dict]) -> None:
     """rlperf against rlperf-base round by round: the two ran next to each other in each round,
     so their ratio cancels most of the machine's drift that separate medians keep."""
-    ratios = [a["sps"] / b["sps"] for a, b in zip(new, base, strict=True)]
+    ratios = paired_ratios([a["sps"] for a in new], [b["sps"] for b in base])
     faster = sum(r > 1 for r in ratios)
-    print(f"{'':>8} rlperf / rlperf-base SPS, paired by round: {_ratio_spread(ratios)}, "
+    print(f"{'':>8} rlperf / rlperf-base SPS, paired by round: median {spread(ratios)}, "
           f"faster in {faster} of {len(ratios)}")  # fmt: skip
     for section in ("rollout", "update"):
         new_s = [a["sections"].get(section) for a in new]
         base_s = [b["sections"].get(section) for b in base]
         if None in new_s or None in base_s:
             continue
-        section_ratios = [a / b for a, b in zip(new_s, base_s, strict=True)]
-        print(f"{'':>8} {section} time, paired: {_ratio_spread(section_ratios, 'x')}")
+        ratios = spread(paired_ratios(new_s, base_s), unit="x")
+        print(f"{'':>8} {section} time, paired: median {ratios}")
 
 
 def main() -> None:
@@ -323,12 +312,7 @@ def main() -> None:
     ap.add_argument("--total-steps", type=int, default=0, help="per process (0: auto)")
     ap.add_argument("--base-src", help="a src/ tree of an older rlperf, run as rlperf-base")
     ap.add_argument("--json", help="write all samples to this file")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
-    ap.add_argument("--config", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.worker:
-        run_worker(args)
-        return
     impls = args.impls.split(",")
     if args.base_src:
         impls.insert(1, "rlperf-base")
@@ -336,14 +320,13 @@ def main() -> None:
     for config in args.configs.split(","):
         num_envs, num_steps = parse_config(config)
         total = args.total_steps or default_total_steps(num_envs, num_steps)
-        results[config] = {impl: [] for impl in impls}
-        for r in range(args.rounds):
-            # Alternate the order so that no implementation always runs first after another.
-            for impl in impls if r % 2 == 0 else impls[::-1]:
-                sample = measure(impl, config, total, args.threads, args.base_src)
-                results[config][impl].append(sample)
-                print(f"  round {r + 1}/{args.rounds} {config:>8} {impl:<16} "
-                      f"{sample['sps']:>10,.0f} SPS", file=sys.stderr, flush=True)  # fmt: skip
+
+        def progress(r: int, impl: str, sample: dict, config: str = config) -> None:
+            print(f"  round {r + 1}/{args.rounds} {config:>8} {impl:<16} "
+                  f"{sample['sps']:>10,.0f} SPS", file=sys.stderr, flush=True)  # fmt: skip
+
+        chosen = implementations(impls, config, total, args.threads, args.base_src)
+        results[config] = compare(chosen, args.rounds, progress)
     print(f"\nSPS, {args.threads} torch threads, median [min - max] of {args.rounds} processes "
           f"each, interleaved\n")  # fmt: skip
     print(f"{'config':>8} {'implementation':<16} {'median SPS':>11} {'range':>23} "

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from rlperf.bench.harness import spread
+
 WORKLOADS = {
     "mlp": {"env": "cartpole", "options": {}, "kind": "mlp"},
     "lstm": {"env": "cartpole", "options": {"observe": "position"}, "kind": "lstm"},
@@ -68,10 +70,6 @@ def measure(workload: str, variant: str, iterations: int, threads: int) -> dict:
     if out.returncode != 0:
         raise SystemExit(f"switches.py: error: {workload} {variant} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def spread(values: list[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}} - {max(values):{fmt}}]"
 
 
 def main() -> None:

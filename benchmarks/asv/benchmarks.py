@@ -1,50 +1,61 @@
-"""asv benchmarks: every registry case, timed on each commit of the history.
+"""asv benchmarks: the registry's cases tagged ``history``, timed on each commit.
 
-The case definitions are loaded from ``src/rlperf/bench/registry.py`` of the checkout running
-asv, not from the installed commit: older commits have no registry (scipy's rule: benchmarks
-must still run on old commits), and one definition for every commit keeps the history
-comparable. The components themselves come from the commit asv installed.
+The case definitions are loaded from ``src/rlperf/bench/registry/`` of the checkout running
+asv (with the gate's loader, ``bench/worker.py``), not from the installed commit: older commits
+have no registry (scipy's rule: benchmarks must still run on old commits), and one definition
+for every commit keeps the history comparable. The components themselves come from the commit
+asv installed. The history set is one small end-to-end case per workload (each workload's
+``e2e``) and one case per component; the rest of the registry is for pytest-benchmark and the
+gate (docs/benchmarks.md says why: one commit in a few minutes, spreads of a few percent).
 
-asv treats smaller as better, so everything here is time for a fixed amount of work:
-``time_case`` one call of a case; for ``TimeTrain`` that is a fixed number of env steps of the
-real trainer (seconds per 4,096 steps; SPS = 4096 / time), and ``peakmem_case`` its peak memory.
+Every case runs single-threaded (torch's threads set to 1, as the trainer cases' ``threads=1``)
+and is timed in CPU time (``timer = time.process_time``): on a shared machine a neighbour adds
+wall time, not CPU time. asv treats smaller as better, so everything is time for a fixed amount
+of work: one call of the case (for the e2e cases, a fixed number of env steps of the real
+trainer: SPS = env steps / time).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-REGISTRY_PATH = Path(__file__).resolve().parents[2] / "src" / "rlperf" / "bench" / "registry.py"
+BENCH = Path(__file__).resolve().parents[2] / "src" / "rlperf" / "bench"
 
 
 def _load_registry() -> Any:
-    spec = importlib.util.spec_from_file_location("rlperf_asv_registry", REGISTRY_PATH)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    spec = importlib.util.spec_from_file_location("rlperf_asv_worker", BENCH / "worker.py")
+    worker = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = worker  # type: ignore[union-attr]
+    spec.loader.exec_module(worker)  # type: ignore[union-attr]
+    return worker.load_registry(BENCH / "registry", "rlperf_asv_registry")
 
 
 registry = _load_registry()
-E2E = "e2e_train"
+HISTORY = [c for c in registry.tagged(registry.HISTORY)]
 
 
 class _CaseBenchmark:
-    """One asv class per component; ``params`` are that component's case names."""
+    """One asv class per component; ``params`` are that component's history case names."""
 
-    component = ""
     param_names = ["case"]
+    timer = time.process_time
     timeout = 120
-    # Noisy shared 2-core box: more rounds (separate processes, interleaved across
-    # benchmarks) and a longer warm-up than asv's defaults of 2 rounds and 0.1 s or so.
-    rounds = 4
-    repeat = (5, 20, 10.0)
-    warmup_time = 0.5
+    # Medians over 10 samples in each of 2 processes. asv_runner (0.6.6 here) times one call a
+    # sample when a class has a setup hook (its auto ``number`` resolves to 1, and an explicit
+    # number > 1 re-runs setup between the calls), so a component sample is one call.
+    rounds = 2
+    repeat = (10, 10, 10.0)
+    sample_time = 0.05
+    warmup_time = 0.2
 
     def setup(self, name: str) -> None:
+        import torch
+
+        torch.set_num_threads(1)
         (case,) = registry.select([name])
         try:
             self.ready = case.setup()
@@ -56,25 +67,23 @@ class _CaseBenchmark:
         self.ready.run()
 
 
-def _component_class(component: str) -> type:
-    names = [c.name for c in registry.all_cases() if c.component == component]
-    return type(f"Time_{component}", (_CaseBenchmark,), {"component": component, "params": [names]})
+def _component_class(component: str, names: list[str]) -> type:
+    return type(f"Time_{component}", (_CaseBenchmark,), {"params": [names]})
 
 
-for _component in registry.COMPONENTS:
-    if _component != E2E:
-        globals()[f"Time_{_component}"] = _component_class(_component)
+_E2E = {w.e2e.component for w in registry.workloads()}
+for _component in dict.fromkeys(c.component for c in HISTORY if c.component not in _E2E):
+    _names = [c.name for c in HISTORY if c.component == _component]
+    globals()[f"Time_{_component}"] = _component_class(_component, _names)
 
 
 class TimeTrain(_CaseBenchmark):
-    """End-to-end: the real trainer for a fixed number of env steps (``time_case``), and the
-    process's peak memory over it (``peakmem_case``)."""
+    """End to end: each workload's e2e case, the real trainer for a fixed number of env steps
+    (0.03-0.17 s of CPU a call). One call a sample: ``number = 4`` made asv re-run the setup
+    (a new trainer) before each call, timing first calls (docs/benchmarks.md)."""
 
-    component = E2E
-    params = [[c.name for c in registry.all_cases() if c.component == E2E]]
-    timeout = 300
-    repeat = (5, 20, 20.0)
-    warmup_time = 1.0
-
-    def peakmem_case(self, name: str) -> None:
-        self.ready.run()
+    params = [[w.e2e.name for w in registry.workloads()]]
+    number = 1
+    rounds = 2
+    repeat = (10, 15, 10.0)
+    warmup_time = 0.5

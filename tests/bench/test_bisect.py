@@ -62,7 +62,7 @@ def test_finds_a_small_slowdown_at_the_gate_settings(tiny_repo: TinyRepo) -> Non
     0.02 s samples of this tiny case left commit 1 undecided after 30 rounds in a clean CI
     run (and once on a loaded box; a 5% plant once before). The 2% gate's catch rate on real
     cases is measured by benchmarks/gate_experiment.py, not here."""
-    slower = BACKWARD + int(0.15 * 3 * BACKWARD)  # the step is 3 loops of BACKWARD
+    slower = BACKWARD + int(0.15 * 3 * BACKWARD)  # the step is 3 waits of BACKWARD
     shas = [tiny_repo.commit(f"commit {i}", backward=slower if i >= 2 else BACKWARD)
             for i in range(5)]  # fmt: skip
     settings = dataclasses.replace(FIVE_PERCENT, threshold=0.05)

@@ -46,10 +46,12 @@ def test_summary_has_rates_durations_noise_and_phase() -> None:
     assert "| cpu (gate default) | 0/2 | 1/2 | 2/2 | 0/2 | 0/2 |" in text
     assert "A/A run durations (s): 61, 300" in text
     assert "planted run durations (s): 75, 90" in text
-    assert "e2e_a: regression in 0/2 A/A and 2/2 planted runs" in text
+    assert "e2e_a: regression in 0/2 A/A and 2/2 planted runs, undecided in 1/2 and 0/2" in text
+    assert "targets: A/A exit 0 in 1/2 (below 95%), planted caught in 2/2 (meets >= 95%)" in text
+    assert "undecided A/A run 1: e2e_a: undecided" in text
     assert "A/A round noise sd 0.030" in text  # 1.4826 x MAD of the +-0.02 rounds
     assert "phase named in planted runs: update/backward (2/2)" in text
-    assert "e2e_b: regression in 0/2 A/A and 0/2 planted runs" in text
+    assert "e2e_b: regression in 0/2 A/A and 0/2 planted runs, undecided in 0/2" in text
 
 
 def test_rates_are_family_wise_over_the_cases() -> None:

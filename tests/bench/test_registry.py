@@ -1,4 +1,5 @@
-"""The registry covers every component of the issue, and every case runs once."""
+"""The registry covers every component of the issue, every case runs once, and the case sets
+the tools use (gate, history, quick) are derived from the workload declarations."""
 
 from __future__ import annotations
 
@@ -10,17 +11,22 @@ import pytest
 import torch
 
 import rlperf.config
+import rlperf.envs
 import rlperf.policies.registry
-from rlperf.bench.commands import DEFAULT_CASES, split_cases
+from rlperf.bench import registry
 from rlperf.bench.registry import (
-    COMPONENTS,
+    TAGS,
     Case,
     CaseSkipped,
     UnknownCaseError,
+    Workload,
     all_cases,
+    gate_case_names,
     select,
+    tagged,
 )
-from rlperf.envs import registered
+from rlperf.bench.registry.training import e2e_train
+from rlperf.envs import CartPoleVec, registered
 
 CASES = all_cases()
 
@@ -32,8 +38,11 @@ def restore_torch_threads() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-def test_every_component_has_cases() -> None:
-    assert {c.component for c in CASES} == set(COMPONENTS)
+def test_every_component_the_issue_asks_for_has_cases() -> None:
+    asked = {"env_step", "env_reset", "policy_act", "transfer", "buffer_store",
+             "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward", "optimizer_step",
+             "update_epoch", "e2e_train"}  # fmt: skip
+    assert asked <= set(registry.component_names())
 
 
 def test_sizes_the_issue_asks_for() -> None:
@@ -113,8 +122,6 @@ def test_ppo_loss_forward_writes_into_the_policys_gradient_buffers() -> None:
 def test_e2e_cases_train_more_steps_on_every_call():
     """The e2e cases move the same run on by env_steps each call (a timed call that returned at
     once, having nothing left to train, would time nothing)."""
-    from rlperf.bench.registry import select
-
     for name in ("e2e_train[num_envs=64,env_steps=4096,threads=1]",
                  "grid_e2e[num_maps=16,threads=1,phase=supervised,env_steps=8192]"):  # fmt: skip
         prepared = select([name])[0].setup()
@@ -123,31 +130,86 @@ def test_e2e_cases_train_more_steps_on_every_call():
         assert second - first == prepared.items_per_call, name
 
 
-# -- the gate's default case set ---------------------------------------------------------------
+# -- the derived case sets --------------------------------------------------------------------
+def e2e_trainer(case: Case) -> tuple[Any, Any]:
+    """(prepared case, the trainer it trains): what an e2e case trains is read off its trainer."""
+    ready = case.setup()
+    return ready, inspect.getclosurevars(ready.run).nonlocals["trainer"]
+
+
 def test_the_gate_default_set_trains_every_workload_once() -> None:
-    """One e2e case per workload rlperf trains, each a registry case; what each one trains is read
-    off its trainer (env, policy, teacher), not off its name. Catch is the one env left out: a
+    """The gate's default set is one e2e case per workload; what each one trains is read off
+    its trainer (env, policy, teacher), not off its name. Catch is the one env left out: a
     toy for the CNN policy, which the grid case trains."""
-    names = split_cases(DEFAULT_CASES)
-    cases = select(names)
-    assert [c.name for c in cases] == names  # full names, each once
-    workloads = set()
-    for case in cases:
-        ready = case.setup()
-        trainer = inspect.getclosurevars(ready.run).nonlocals["trainer"]
+    names = gate_case_names()
+    assert [c.name for c in select(names)] == names  # full names, each once
+    trained = []
+    for case in select(names):
+        ready, trainer = e2e_trainer(case)
         cfg = trainer.cfg
-        workloads.add((cfg.env.env, cfg.env.options.get("observe"), cfg.policy.kind,
-                       trainer.phase if trainer.teacher_phase is not None else None))  # fmt: skip
+        trained.append((cfg.env.env, cfg.env.options.get("observe"), cfg.policy.kind,
+                        trainer.phase if trainer.teacher_phase is not None else None))  # fmt: skip
         # A call trains whole iterations, so items_per_call is what it trained.
         assert ready.items_per_call % trainer.batch_size == 0, case.name
-    assert workloads == {
+    assert trained == [
         ("cartpole", None, "mlp", None),
         ("cartpole", "position", "lstm", None),
         ("petri", None, "mlp", None),
         ("robots", None, "convlstm", None),
         ("grid", None, "cnn", "supervised"),
-    }
-    assert {env for env, *_ in workloads} == set(registered()) - {"catch"}
+    ]
+    assert [env for env, *_ in trained] == [w.env for w in registry.workloads()]
+    assert set(registry.NOT_WORKLOADS) == {"catch"}
+
+
+@pytest.mark.parametrize("tag", TAGS)
+def test_each_derived_set_holds_one_e2e_case_per_workload(tag: str) -> None:
+    """Every workload's e2e case is in the gate, history and quick sets; the gate set is
+    nothing else."""
+    chosen = {c.name for c in tagged(tag)}
+    for workload in registry.workloads():
+        in_set = [c.name for c in workload.all_cases() if c.name in chosen]
+        assert workload.e2e.name in in_set, (tag, workload.name)
+    if tag == registry.GATE:
+        assert gate_case_names() == [w.e2e.name for w in registry.workloads()]
+
+
+def test_every_registered_env_is_a_workload_or_excused() -> None:
+    assert registry.uncovered_envs() == []
+
+
+@pytest.fixture
+def toy_env() -> Iterator[str]:
+    """A new env registered for the test (CartPole's dynamics under another name)."""
+    rlperf.envs.register("toycart", CartPoleVec)
+    yield "toycart"
+    rlperf.envs.unregister("toycart")
+    registry.unregister_workload("toycart")
+
+
+def test_a_new_env_is_one_declaration_away_from_every_set(toy_env: str) -> None:
+    assert registry.uncovered_envs() == [toy_env]  # registered, not yet a workload
+    assert {c.params["env"] for c in select(["env_step"])} >= {toy_env}  # components follow
+    params = {"env": toy_env, "num_envs": 8, "env_steps": 256, "threads": 1}
+    registry.register_workload(Workload(toy_env, toy_env, e2e=Case("e2e_train", params, e2e_train)))
+    name = f"e2e_train[env={toy_env},num_envs=8,env_steps=256,threads=1]"
+    assert registry.uncovered_envs() == []
+    for tag in TAGS:
+        assert name in [c.name for c in tagged(tag)], tag
+    assert gate_case_names()[-1] == name
+    ready, trainer = e2e_trainer(select([name])[0])
+    assert trainer.cfg.env.env == toy_env
+    first = ready.run()["global_step"]
+    assert ready.run()["global_step"] - first == 256
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_workload(registry.workloads()[-1])
+
+
+def test_unknown_tags_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown tags"):
+        Case("gae", {}, e2e_train, {"nightly"})
+    with pytest.raises(ValueError, match="unknown tag"):
+        tagged("nightly")
 
 
 def test_a_default_case_skips_on_commits_without_its_policy_or_preset(
@@ -156,7 +218,7 @@ def test_a_default_case_skips_on_commits_without_its_policy_or_preset(
     """The robots env landed before the ConvLSTM policy, the grid env before its preset: on
     those commits the gate (and bisect) must skip the case, not fail on it."""
     by_component = {c.component + c.params.get("kind", ""): c
-                    for c in select(split_cases(DEFAULT_CASES))}  # fmt: skip
+                    for c in select(gate_case_names())}  # fmt: skip
     names = [n for n in rlperf.policies.registry.policy_names() if n != "convlstm"]
     monkeypatch.setattr(rlperf.policies.registry, "policy_names", lambda: names)
     presets = {k: v for k, v in rlperf.config.PRESETS.items() if k != "grid"}

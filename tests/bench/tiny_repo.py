@@ -1,9 +1,18 @@
 """Tiny git repositories for the gate and bisect tests: cheap work the workers can time.
 
 A tiny tree holds ``src/rlperf`` with a copy of ``rlperf.timing`` (the process-wide profiler,
-which the worker reads the sections from) and ``rlperf/work.py``: busy loops inside trainer-like
-sections (``rollout``, ``update/loss``, ``update/backward``). Commits change the size of one
-loop (a planted slowdown of one phase) or make ``step`` raise. The registry the workers load
+which the worker reads the sections from) and ``rlperf/work.py``: busy-waits inside trainer-like
+sections (``rollout``, ``update/loss``, ``update/backward``). Commits change the length of one
+wait (a planted slowdown of one phase) or make ``step`` raise.
+
+Each wait spins until the process has used a given number of microseconds of *CPU time*, the
+clock the gate decides on: the work a call does may take more or less CPU under load (caches,
+a neighbour on the other core), but the CPU time a call uses is the planted amount to within a
+loop iteration, whatever the load. So a planted 5% is 5% in every sample, and an unchanged
+commit is unchanged in every sample: the gate tests check the gate's pipeline and decision, and
+cannot flake on the machine's noise (a loop of fixed work planted 5% once measured 1.104, and
+once left the gate undecided at 30 rounds on a loaded box). The statistics under noise are
+tested on synthetic samples in test_stats.py. The registry the workers load
 is a few lines written beside the repository, and nothing is preloaded, so a worker starts in
 tens of milliseconds instead of the seconds importing torch takes.
 """
@@ -18,20 +27,22 @@ from pathlib import Path
 import rlperf.timing
 from rlperf.bench.gate import Settings
 
-WORK = '''"""Cheap work for the gate's tests: busy loops in trainer-like sections."""
+WORK = '''"""Cheap work for the gate's tests: busy-waits on the CPU clock in trainer sections."""
+
+import time
 
 from rlperf.timing.sections import get_profiler
 
-ROLLOUT, LOSS, BACKWARD = 3000, 3000, {backward}
+ROLLOUT, LOSS, BACKWARD = 1000, 1000, {backward}  # microseconds of CPU time
 CRASH = {crash}
 VERSION = {version}
 
 
-def spin(n):
-    total = 0
-    for i in range(n):
-        total += i * i
-    return total
+def spin(microseconds):
+    """Use ``microseconds`` of this process's CPU time (whatever the load), then return."""
+    deadline = time.process_time() + microseconds * 1e-6
+    while time.process_time() < deadline:
+        pass
 
 
 def step():
@@ -78,20 +89,16 @@ def select(names):
     return [Case(name) for name in names]
 '''
 
-BACKWARD = 3000
+BACKWARD = 1000  # microseconds of CPU, as each of the other two sections: 3 ms a step
 # Fast rounds: 20 ms samples, 2 pairs, a 50% threshold against the planted 3x phase slowdown.
-# Up to 20 rounds: from the 9th the interval drops the most extreme round on each side, so an
-# unchanged commit is still called ok when a burst of load hit one of its first rounds; a
-# 3x slowdown is flagged after a handful of rounds, every one slower. With 5 ms samples and 12
-# rounds an unchanged commit was left undecided in 2-4 of the bisect tests in each of three
-# runs on an idle box on 2026-11-23.
+# Up to 20 rounds: an unchanged commit is called ok after the first 6, a 3x slowdown flagged
+# after 7, every round slower.
 FAST = Settings(threshold=0.5, pairs_per_round=2, sample_s=0.02, max_rounds=20, warmup_s=0.02)
-# For a 5% slowdown (the backward loop 15% longer): 20 ms samples, 3 pairs, up to 30 rounds, a
-# 2% threshold. The round noise of this case is about 1% (sd of a round's log-ratio), which the
-# sample-size table in docs/benchmarks.md resolves in 7-8 rounds; the rest is for a loaded box.
+# For a 5% slowdown (the backward wait 15% longer): 20 ms samples, 3 pairs, up to 30 rounds, a
+# 2% threshold, as the gate's defaults.
 FIVE_PERCENT = Settings(threshold=0.02, pairs_per_round=3, sample_s=0.02, max_rounds=30,
                         warmup_s=0.02)  # fmt: skip
-SLOWER_BY_5_PERCENT = BACKWARD + int(0.05 * 3 * BACKWARD)  # the step is 3 loops of 3000
+SLOWER_BY_5_PERCENT = BACKWARD + int(0.05 * 3 * BACKWARD)  # the step is 3 waits of BACKWARD
 
 
 def git(repo: Path, *args: str) -> str:
@@ -111,7 +118,8 @@ class TinyRepo:
     version: int = 0
 
     def commit(self, message: str, backward: int = BACKWARD, crash: bool = False) -> str:
-        """Commit ``work.py`` with this backward loop size (and crash flag); returns the sha."""
+        """Commit ``work.py`` with this backward wait in CPU microseconds (and crash flag);
+        returns the sha."""
         self.version += 1
         work = WORK.format(backward=backward, crash=crash, version=self.version)
         (self.root / "src" / "rlperf" / "work.py").write_text(work)

@@ -31,7 +31,7 @@ from rlperf.bench.gate import (
     run_rounds,
 )
 from rlperf.bench.history import HistoryError, build, results_dir_from_conf
-from rlperf.bench.registry import UnknownCaseError, select
+from rlperf.bench.registry import UnknownCaseError, gate_case_names, select
 from rlperf.bench.worktree import (
     GitError,
     build_in_place,
@@ -40,14 +40,6 @@ from rlperf.bench.worktree import (
     resolve_commit,
 )
 
-# One e2e case per workload rlperf trains, each shrunk to a ~0.12 s sample (docs/benchmarks.md).
-DEFAULT_CASES = ",".join((
-    "e2e_train[num_envs=64,env_steps=4096,threads=1]",
-    "e2e_train[num_envs=16,env_steps=512,threads=1,kind=lstm]",
-    "petri_e2e[num_envs=96,env_steps=3072,threads=1]",
-    "e2e_train[num_envs=4,env_steps=16,threads=1,kind=convlstm,num_steps=4,num_minibatches=1]",
-    "grid_e2e[num_maps=1,env_steps=256,threads=1,phase=supervised,num_steps=16]",
-))  # fmt: skip
 EXIT_INTERRUPTED = 130  # as rlperf train
 
 
@@ -132,10 +124,8 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--cases",
-        default=DEFAULT_CASES,
-        help="comma-separated case names or components (default: one end-to-end training case "
-        "per workload: CartPole MLP, LSTM, Petri net, robots ConvLSTM, grid with the teacher; "
-        "names in docs/benchmarks.md, and printed when the gate starts)",
+        help="comma-separated case names or components (default: the registry's cases tagged "
+        "gate, one end-to-end training case per workload; printed when the gate starts)",
     )
     parser.add_argument(
         "--metric", choices=METRICS, default="cpu", help="time the decision uses (default: cpu)"
@@ -211,8 +201,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return code
 
 
-def case_names(text: str) -> list[str]:
-    """Full case names selected by ``--cases``; GateError when none."""
+def case_names(text: str | None) -> list[str]:
+    """Full case names selected by ``--cases`` (None: the default set); GateError when none."""
+    if text is None:
+        return gate_case_names()
     names = [c.name for c in select(split_cases(text))]
     if not names:
         raise GateError("--cases names no case")

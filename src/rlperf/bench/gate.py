@@ -55,7 +55,7 @@ from rlperf.bench.stats import (
 )
 
 WORKER = Path(__file__).with_name("worker.py")
-REGISTRY = Path(__file__).with_name("registry.py")
+REGISTRY = Path(__file__).with_name("registry")  # the package, loaded by path
 # Third-party modules each worker imports once, before it forks the round processes.
 PRELOADED = ("numpy", "torch", "gymnasium")
 METRICS = ("cpu", "wall")
@@ -136,7 +136,7 @@ class Worker:
     does not pay for importing torch again.
 
     Args:
-        registry: the case definitions (default: the gate's own ``registry.py``).
+        registry: the case definitions (default: the gate's own ``registry`` package).
         preload: modules imported once before forking (default :data:`PRELOADED`).
     """
 
@@ -233,6 +233,7 @@ def analyse(results: list[CaseResult], settings: Settings) -> None:
             settings.confidence,
             first_look=settings.min_rounds,
             horizon=settings.max_rounds,
+            close_at_horizon=True,  # no more rounds: not shown slower, median within: ok
         )
         for res in results:
             res.verdicts[metric] = verdicts[res.name]

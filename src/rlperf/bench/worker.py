@@ -2,13 +2,13 @@
 
 Run as a script, never imported by the tree under test::
 
-    python worker.py --registry GATE/registry.py --preload numpy,torch,gymnasium
+    python worker.py --registry GATE/src/rlperf/bench/registry --preload numpy,torch,gymnasium
 
 The process imports the heavy third-party modules once (torch, numpy, gymnasium: seconds on a
 loaded 2-core machine). For every round it forks one fresh child per side (base and head, or
 GOOD and the commit under test for ``rlperf bisect``), both from this one parent. Each child
 allocates a random amount of memory (:func:`randomize_layout`), imports ``rlperf`` from its
-side's ``src``, loads the case definitions from the gate's own ``registry.py`` (so both sides
+side's ``src``, loads the case definitions from the gate's own ``registry`` package (so both sides
 run exactly the same benchmark code), sets the cases up, warms them up and answers its side's
 requests. This parent relays requests and replies, JSON lines on stdin/stdout, one reply per
 request:
@@ -54,9 +54,16 @@ from typing import Any, TextIO
 WARMUP_CALLS = 3
 
 
-def load_registry(path: Path) -> Any:
-    """The gate's registry module, under a name that cannot clash with the tree's ``rlperf``."""
-    spec = importlib.util.spec_from_file_location("rlperf_gate_registry", path)
+def load_registry(path: Path, name: str = "rlperf_gate_registry") -> Any:
+    """The case definitions at ``path`` (a package folder, as ``rlperf/bench/registry``, or
+    one file), under a name that cannot clash with the tree's ``rlperf``."""
+    path = Path(path)
+    if path.is_dir():  # a package: its modules import each other relatively
+        spec = importlib.util.spec_from_file_location(
+            name, path / "__init__.py", submodule_search_locations=[str(path)]
+        )
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[spec.name] = module  # type: ignore[union-attr]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
