@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import psutil
 import pytest
 
 from rlperf.envs import CartPoleVec
@@ -57,3 +59,22 @@ def usage_error(capsys: pytest.CaptureFixture) -> Callable[[list[str]], str]:
         return lines[0]
 
     return check
+
+
+@pytest.fixture
+def no_orphans() -> Iterator[None]:
+    """The test leaves exactly the child processes it found (env workers' forkserver, which
+    is shared and lives as long as the test process, is started first so it counts as found)."""
+    from rlperf.envs.workers.pool import _context
+
+    _context()
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        left = {p.pid for p in me.children(recursive=True) if p.status() != "zombie"} - before
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left, f"processes left behind: {left}"

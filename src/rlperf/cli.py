@@ -274,9 +274,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         print("\nrlperf: interrupted; summary written, last checkpoint kept", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
-        # Whatever ended the run, the scalars written so far reach the disk.
+        # Whatever ended the run, the scalars written so far reach the disk and env workers
+        # are stopped.
         if logger is not None:
             logger.close()
+        trainer.env.close()
     print_summary(summary)
     if run_dir:
         print(f"\nrun directory: {run_dir}")

@@ -22,7 +22,6 @@ from faulty_envs import FailingCartPole  # tests/envs/, on sys.path under pytest
 from rlperf.envs import make_vec, register, unregister
 from rlperf.envs.spec import read_action_mask
 from rlperf.envs.workers import ApiUsageError, MultiprocessVecEnv, WorkerError
-from rlperf.envs.workers.pool import _context
 
 SEED = 5
 STEPS = 40
@@ -38,19 +37,8 @@ ENVS = {
 
 
 @pytest.fixture(autouse=True)
-def no_orphans():
-    """Every test leaves exactly the child processes it found (the forkserver is shared)."""
-    _context()
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
-    yield
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
-        left = {p.pid for p in me.children(recursive=True) if p.status() != "zombie"} - before
-        if not left:
-            break
-        time.sleep(0.05)
-    assert not left, f"processes left behind: {left}"
+def _no_orphans(no_orphans):
+    """Every test here leaves exactly the child processes it found."""
 
 
 class ShardedSerial:

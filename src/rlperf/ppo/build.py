@@ -7,6 +7,9 @@ the buffer's layout) and the config.
 - The **update**: :class:`~rlperf.ppo.update.AnalyticUpdate` (closed-form gradients, no autograd
   graph) where the policy offers it and nothing needs autograd (fp32, no ``--compile``, no
   supervised loss, ``--fast-update`` on); :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
+- The **env step**: ``rollout/env_step``, or for env workers (``envs/workers/``) the send of
+  the actions (``rollout/env_send``) and the wait for the workers (``rollout/env_recv``), so the
+  breakdown shows whether the trainer waits on the workers or the workers on the trainer.
 - The **sampler**: whole BPTT segments for a recurrent policy
   (:class:`~rlperf.ppo.samplers.SegmentSampler`), one packed float table where the buffer fits
   one (:class:`~rlperf.ppo.samplers.PackedTableSampler`), else rows gathered per field
@@ -15,14 +18,23 @@ the buffer's layout) and the config.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 import torch
+from gymnasium.vector import VectorEnv
 
 from rlperf.config import Config, ConfigError
+from rlperf.envs.workers import MultiprocessVecEnv
 from rlperf.policies.base import ActorCritic
 from rlperf.ppo.rollout import RolloutBuffer
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
 from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
+from rlperf.timing import names
+from rlperf.timing.sections import Profiler
 
+StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 Update = AnalyticUpdate | AutogradUpdate
 Sampler = PackedTableSampler | RowSampler | SegmentSampler
 
@@ -76,3 +88,33 @@ def make_sampler(buffer: RolloutBuffer) -> Sampler:
     if PackedTableSampler.fits(buffer):
         return PackedTableSampler(buffer)
     return RowSampler(buffer)
+
+
+def make_env_step(env: VectorEnv, prof: Profiler) -> Callable[[np.ndarray], StepResult]:
+    """``step(actions) -> (obs, rewards, terminations, truncations, infos)``, timed.
+
+    Env workers' arrays are views of their shared memory, valid until the next send: the
+    rollout copies them into the buffer before it steps again.
+    """
+    sec = prof.section
+    if isinstance(env, MultiprocessVecEnv):
+
+        def step_workers(actions: np.ndarray) -> StepResult:
+            with sec(names.ENV_SEND):
+                env.send(actions)
+            with sec(names.ENV_RECV):
+                obs, rewards, terminations, truncations, infos, _ = env.recv()
+            return obs, rewards, terminations, truncations, infos
+
+        return step_workers
+
+    def step(actions: np.ndarray) -> StepResult:
+        with sec(names.ENV_STEP):
+            return env.step(actions)
+
+    return step
+
+
+def worker_times(env: VectorEnv) -> list[dict[str, float]] | None:
+    """Each env worker's busy and idle seconds so far; None without workers."""
+    return env.worker_times() if isinstance(env, MultiprocessVecEnv) else None

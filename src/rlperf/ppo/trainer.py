@@ -37,14 +37,17 @@ import numpy as np
 import torch
 
 from rlperf.config import Config, ConfigError
-from rlperf.envs import check_env_name, make_vec
+from rlperf.envs import check_env_name, make_env
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
 from rlperf.policies.registry import make_policy, policy_entry
+from rlperf.ppo.async_rollout import AsyncCollector
 from rlperf.ppo.build import (
     check_recurrent_sizes,
+    make_env_step,
     make_sampler,
     make_update,
     resolve_device,
+    worker_times,
 )
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
@@ -96,7 +99,8 @@ class Trainer:
         torch.manual_seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
 
-        self.env = make_vec(cfg.env.env, cfg.env.num_envs, seed=cfg.run.seed, **cfg.env.options)
+        self.env = make_env(cfg.env, cfg.run.seed)
+        self.step_env = make_env_step(self.env, self.prof)
         obs, reset_infos = self.env.reset(seed=cfg.run.seed)
         try:
             self.spec = EnvSpec.from_env(self.env, reset_infos)
@@ -142,6 +146,13 @@ class Trainer:
         self.iteration = 0
         self.global_step = 0
         self.episodes = EpisodeLog()
+        # Env workers in batches of ready rows (--env-batch-size < num_envs) fill the buffer
+        # their own way: each env row at its own pace (ppo/async_rollout.py).
+        self.async_collector = (
+            AsyncCollector(self.buffer, self.policy, self.env, self.spec, self.prof, self.episodes)
+            if cfg.env.asynchronous
+            else None
+        )
         self._prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
@@ -164,7 +175,11 @@ class Trainer:
         With ``supervised``, the teacher phase sees each step's actions (and may replace them).
         """
         buf, env, policy, sec = self.buffer, self.env, self.policy, self.prof.section
-        on_cpu = self.device.type == "cpu"
+        if self.async_collector is not None:
+            self.state = self.async_collector.collect(self.state, self.sample_gen)
+            self.global_step += buf.num_steps * buf.num_envs
+            return
+        step_env, on_cpu = self.step_env, self.device.type == "cpu"
         recurrent, has_mask = policy.recurrent, self.spec.has_mask
         to_env_actions = self.spec.action.to_env
         teacher = self.teacher_phase if supervised else None
@@ -188,10 +203,9 @@ class Trainer:
                     # CUDA: the one device->host copy of a step (and its sync point).
                     actions_host = actions.numpy() if on_cpu else actions.cpu().numpy()
                     actions_host = to_env_actions(actions_host)
-                with sec(names.ENV_STEP):
-                    next_obs, rewards, terminations, truncations, infos = env.step(actions_host)
-                    if infos and "_episode" in infos:
-                        self.episodes.record(infos)
+                next_obs, rewards, terminations, truncations, infos = step_env(actions_host)
+                if infos and "_episode" in infos:
+                    self.episodes.record(infos)
                 with sec(names.BUFFER_STORE):
                     buf.store_step(t, actions, logprobs, values, rewards, terminations, truncations)
                     obs_t = buf.write_obs(t + 1, next_obs)
@@ -343,6 +357,7 @@ class Trainer:
             "policy": self.cfg.policy.kind,
             "update": type(self.update_impl).__name__,
             "device": str(self.device),
+            "env_workers": worker_times(self.env),
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
         }

@@ -286,6 +286,7 @@ def _measurement_ns(prof: Profiler) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Run ``rlperf profile``; returns the exit status."""
+    from rlperf.envs.workers import WorkerError
     from rlperf.ppo.trainer import NonFiniteLossError
 
     # Every check before the trainer is built and before any file is touched.
@@ -315,7 +316,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     outside_ns += _measurement_ns(prof)
     try:
         summary = trainer.train(run_dir_name, resumed=resumed)
-    except NonFiniteLossError as e:
+    except (NonFiniteLossError, WorkerError) as e:
         print(f"rlperf: error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
@@ -325,6 +326,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         outside_ns -= _measurement_ns(prof)
         captures.stop()
         outside_ns += _measurement_ns(prof)
+        trainer.env.close()  # env workers stop whatever ended the run
     if summary is None:  # interrupted before the first iteration started
         print("\nrlperf: interrupted before training started; nothing to report", file=sys.stderr)
         return EXIT_INTERRUPTED
