@@ -30,8 +30,8 @@ from rlperf.config import (
     preset,
     set_field,
 )
-from rlperf.dist.group import SINGLE, Ranks
-from rlperf.dist.launch import add_launch_flags
+from rlperf.distributed.group import SINGLE, Ranks
+from rlperf.distributed.launch import add_launch_flags
 from rlperf.run.run_dir import TENSORBOARD_DIR, describe_files, remove_files, run_files
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
@@ -278,8 +278,8 @@ def check_run_flags(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
 def launch_ranks(args: argparse.Namespace) -> int:
     """``--nproc``/``--nnodes``: check what the ranks would check (the run directory only with
     one machine: with several, rank 0's machine is known after the rendezvous), then start
-    them (``dist/launch.py``)."""
-    from rlperf.dist import launch
+    them (``distributed/launch.py``)."""
+    from rlperf.distributed import launch
     from rlperf.run.checkpoint import saved_world_size
 
     payload = None
@@ -298,14 +298,14 @@ def launch_ranks(args: argparse.Namespace) -> int:
 
 def join_ranks(args: argparse.Namespace) -> Ranks:
     """This process's place in a launched run (:data:`SINGLE` when not launched)."""
-    from rlperf.dist.group import join
+    from rlperf.distributed.group import join
 
     device = getattr(args, "device", None) or preset(args.preset).run.device
     return join(args.dist_backend, device, args.dist_timeout_s)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rlperf.dist import launch
+    from rlperf.distributed import launch
     from rlperf.envs import EnvOptionError, UnknownEnvError
     from rlperf.run.checkpoint import CheckpointError
 
@@ -321,7 +321,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
     """``rlperf train`` in one process: the whole run, or one rank of it."""
-    from rlperf.dist import launch
+    from rlperf.distributed import launch
     from rlperf.ppo.trainer import NonFiniteLossError
     from rlperf.run.checkpoint import CHECKPOINT_NAME
 

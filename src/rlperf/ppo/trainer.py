@@ -25,7 +25,7 @@ through their :class:`~rlperf.envs.spec.EnvSpec`; which update and which sampler
 decided once, in ``ppo/build.py``. A supervised teacher phase (``ppo/supervised.py``) plugs in as
 a hook on each step's actions and a choice of loss.
 
-On several ranks (``dist/group.py``) each runs this loop on its own environments: the weights
+On several ranks (``distributed/group.py``) each runs this loop on its own environments: the weights
 start as rank 0's, each minibatch's gradient is averaged over the ranks, the global step and
 ``total_steps`` count every rank's steps, and rank 0 writes the run directory.
 """
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from rlperf.config import Config, ConfigError
-from rlperf.dist.group import SINGLE, Ranks
+from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.envs import check_env_name, make_vec
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
 from rlperf.policies.registry import make_policy, policy_entry

@@ -15,10 +15,10 @@ Both split a step into :meth:`gradients` (sections ``loss`` and ``backward``) an
 (``optimizer_step``), so the tests can compare the gradients of the two on one minibatch.
 Neither reads anything back to the host: the statistics vector stays on the device.
 
-On several ranks (``dist/group.py``) ``grad_allreduce`` is set: :meth:`gradients` leaves the flat
-gradient unclipped and averages it over the ranks (section ``allreduce``), and :meth:`apply`
-clips the average before Adam, so N ranks take the step one process over all their
-environments would. A single process clips inside ``backward``, as before.
+On several ranks (``distributed/group.py``) ``grad_allreduce`` is set: :meth:`gradients` leaves
+the flat gradient unclipped and averages it over the ranks (section ``allreduce``), and
+:meth:`apply` clips the average before Adam, so N ranks take the step one process over all
+their environments would. A single process clips inside ``backward``, as before.
 """
 
 from __future__ import annotations
