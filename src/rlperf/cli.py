@@ -32,10 +32,14 @@ from rlperf.config import (
 )
 from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.distributed.launch import add_launch_flags
+from rlperf.envs.registry import EnvOptionError, UnknownEnvError
+from rlperf.run.checkpoint import CheckpointError
 from rlperf.run.run_dir import TENSORBOARD_DIR, describe_files, remove_files, run_files
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Bad input a user can fix: one line, status 2.
+USAGE_ERRORS = (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)
 
 # Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
@@ -61,6 +65,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print one line ``rlperf: error: message`` and exit with ``code``."""
     # Every rank of a launched run finds the same bad input: rank 0 says it.
     if os.environ.get("RANK", "0") == "0":
         print(f"rlperf: error: {message}", file=sys.stderr)
@@ -306,17 +311,15 @@ def join_ranks(args: argparse.Namespace) -> Ranks:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from rlperf.distributed import launch
-    from rlperf.envs import EnvOptionError, UnknownEnvError
-    from rlperf.run.checkpoint import CheckpointError
 
     if launch.requested(args):
         return launch_ranks(args)
-    ranks = join_ranks(args)
-    try:
-        with launch.rank_errors((ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)):
+    with launch.rank_errors(USAGE_ERRORS):
+        ranks = join_ranks(args)
+        try:
             return train_rank(args, ranks)
-    finally:
-        ranks.close()
+        finally:
+            ranks.close()
 
 
 def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
@@ -375,16 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlperf.envs import EnvOptionError, UnknownEnvError
-    from rlperf.run.checkpoint import CheckpointError
-
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # what a launcher hands on
         return int(args.func(args))
     except UsageError as e:
         fail(str(e))
-    except (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError) as e:
+    except USAGE_ERRORS as e:
         fail(str(e))
 
 

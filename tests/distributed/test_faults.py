@@ -1,9 +1,9 @@
 """A rank that raises or is killed stops the whole run within the timeout, with one line that
-names it, and leaves no process behind; ``--max-restarts`` continues from the checkpoint."""
+names it, and leaves no process behind."""
 
 from __future__ import annotations
 
-import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,13 +13,15 @@ import pytest
 from ranks import run_cli
 
 SCRIPT = str(Path(__file__).with_name("faulty_rlperf.py"))
-TIMEOUT_S = 20  # --dist-timeout-s of these runs
+# --dist-timeout-s of these runs: the default. It also bounds how far apart the ranks may
+# reach the process group's creation (connecting), seconds on a loaded 2-core machine.
+TIMEOUT_S = 60
 TINY = ["--num-envs", "4", "--num-steps", "8", "--num-minibatches", "1", "--update-epochs", "1",
         "--hidden-sizes", "8", "--threads", "1", "--no-progress", "--dist-timeout-s",
         str(TIMEOUT_S)]  # fmt: skip
 
 
-def faulty_run(tmp: Path, fault: str, *extra: str) -> tuple[object, float]:
+def faulty_run(tmp: Path, fault: str, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     """``rlperf train --nproc 2`` with ``fault`` injected; (completed process, seconds from
     the fault to the launcher's exit)."""
     env_extra = {"RLPERF_TEST_DIR": str(tmp), "RLPERF_TEST_FAULT": fault}
@@ -65,25 +67,3 @@ def test_a_failing_rank_stops_every_rank(tmp_path: Path, kind: str, says: str) -
     assert not [pid for pid in pids if alive(pid)], "a rank outlived the run"
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after <= before
-
-
-def test_max_restarts_continue_from_the_last_checkpoint(tmp_path: Path) -> None:
-    steps = ["--total-steps", str(6 * 2 * 4 * 8), "--checkpoint-every", "1"]
-    restarted = tmp_path / "restarted"
-    restarted.mkdir()
-    done, _ = faulty_run(restarted, "1:4:raise-once", *steps, "--max-restarts", "1",
-                         "--run-dir", str(restarted / "run"))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert (restarted / "fault_time").exists(), "the fault never fired"
-    straight = tmp_path / "straight"
-    straight.mkdir()
-    done, _ = faulty_run(straight, "", *steps, "--run-dir", str(straight / "run"))
-    assert done.returncode == 0, done.stderr
-    assert losses(restarted / "run") == losses(straight / "run")
-    assert len(losses(straight / "run")) == 6
-
-
-def losses(run_dir: Path) -> list[tuple]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(r["iteration"], r["global_step"], r["loss"], r["approx_kl"], r["mean_return"])
-            for r in rows]  # fmt: skip

@@ -179,9 +179,26 @@ def join(backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ran
     if device.startswith("cuda"):
         torch.cuda.set_device(local_rank)
     timeout = datetime.timedelta(seconds=timeout_s)
-    dist.init_process_group(backend, timeout=timeout)
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(
+        backend, store=_attempt_store(rank, world_size, timeout), rank=rank,
+        world_size=world_size, timeout=timeout,
+    )  # fmt: skip
     objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
     return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects)
+
+
+def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:
+    """The rendezvous store at ``MASTER_ADDR:MASTER_PORT`` (``env://``'s), its keys prefixed
+    with the elastic restart count: after a restart the launcher's store still holds the failed
+    attempt's keys, and gloo would connect to the dead ranks' addresses."""
+    agent_hosts_it = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+        is_master=rank == 0 and not agent_hosts_it, timeout=timeout,
+    )  # fmt: skip
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"rlperf/attempt{attempt}", store)
 
 
 def is_collective_error(error: BaseException) -> bool:
