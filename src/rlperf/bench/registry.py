@@ -742,6 +742,21 @@ def _grid_e2e(
 
 
 # -- the registry ------------------------------------------------------------------------
+def _allreduce(kind: str) -> Prepared:
+    """One all-reduce of the default ``kind`` policy's flat gradient between 2 gloo ranks on
+    this machine: what ``--nproc 2`` adds to every minibatch (``update/allreduce``)."""
+    try:
+        from rlperf.distributed.loopback import pair
+    except ImportError as e:  # older commits: no distributed training
+        raise CaseSkipped("this commit has no rlperf.distributed") from e
+    import torch
+
+    numel = sum(p.numel() for p in _kind_policy(kind, 1, ("cartpole", {}))[0].parameters())
+    side, grad = pair(numel), torch.ones(numel)
+    side.allreduce_(grad)  # the partner is up (it connects inside pair): time calls only
+    return Prepared(lambda: side.allreduce_(grad), numel, "floats")
+
+
 def _env_names() -> list[str]:
     from rlperf.envs import registered
 
@@ -795,6 +810,7 @@ def all_cases() -> list[Case]:
     cases.append(Case("petri_masked_act", {"num_envs": 64}, _petri_masked_act))
     params = {"num_envs": 64, "env_steps": 4096, "threads": 1}
     cases.append(Case("petri_e2e", params, _petri_e2e))
+    cases += [Case("allreduce", {"kind": kind}, _allreduce) for kind in ("mlp", "lstm")]
     cases += _workload_cases()
     cases += _gate_cases()
     return cases
@@ -866,7 +882,7 @@ COMPONENTS = (
     "optimizer_step", "update_epoch", "e2e_train", "petri_step", "petri_reset",
     "petri_masked_act", "petri_e2e", "robots_step", "robots_reset", "robots_render",
     "robots_render_reference", "grid_step", "grid_reset", "teacher_call", "grid_update_epoch",
-    "grid_e2e",
+    "grid_e2e", "allreduce",
 )  # fmt: skip
 
 
