@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -29,10 +30,16 @@ from rlperf.config import (
     preset,
     set_field,
 )
+from rlperf.distributed.group import SINGLE, Ranks
+from rlperf.distributed.launch import add_launch_flags
+from rlperf.envs.registry import EnvOptionError, UnknownEnvError
+from rlperf.run.checkpoint import CheckpointError
 from rlperf.run.run_dir import TENSORBOARD_DIR, describe_files, remove_files, run_files
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Bad input a user can fix: one line, status 2.
+USAGE_ERRORS = (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)
 
 # Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
@@ -58,7 +65,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    print(f"rlperf: error: {message}", file=sys.stderr)
+    """Print one line ``rlperf: error: message`` and exit with ``code``."""
+    # Every rank of a launched run finds the same bad input: rank 0 says it.
+    if os.environ.get("RANK", "0") == "0":
+        print(f"rlperf: error: {message}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -215,19 +225,33 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict
     return cfg, payload
 
 
-def build_trainer(args: argparse.Namespace, profiler: Any = None) -> tuple[Any, bool]:
-    """Trainer for parsed ``train``-style args, restored from ``--resume`` if given.
+def build_trainer(
+    args: argparse.Namespace, profiler: Any = None, ranks: Ranks = SINGLE
+) -> tuple[Any, bool]:
+    """Trainer for parsed ``train``-style args, restored from ``--resume`` if given; on several
+    ranks, rank 0 reads the config and checkpoint and the others take them from it.
 
     Returns (trainer, resumed). Raises ConfigError / CheckpointError / UnknownEnvError.
     """
     from rlperf.ppo.trainer import Trainer
+    from rlperf.run.checkpoint import check_world_size
 
-    if args.resume:
-        cfg, payload = resume_config(Path(args.resume), args)
-        trainer = Trainer(cfg, profiler=profiler)
+    cfg, payload = None, None
+    if ranks.is_main:
+        if args.resume:
+            cfg, payload = resume_config(Path(args.resume), args)
+            check_world_size(payload, ranks.world_size)
+        else:
+            cfg = config_from_args(args)
+    if ranks.distributed:
+        shared = (cfg.to_dict(), payload) if ranks.is_main else None
+        cfg_dict, payload = ranks.broadcast_object(shared)
+        cfg = Config.from_dict(cfg_dict)
+        cfg.run.progress = cfg.run.progress and ranks.is_main
+    trainer = Trainer(cfg, profiler=profiler, ranks=ranks)
+    if payload is not None:
         trainer.load(payload)
-        return trainer, True
-    return Trainer(config_from_args(args), profiler=profiler), False
+    return trainer, payload is not None
 
 
 # -- train -------------------------------------------------------------------------------
@@ -246,29 +270,84 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
                  title=rows_title))  # fmt: skip
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from rlperf.envs.workers import WorkerError
-    from rlperf.ppo.trainer import NonFiniteLossError
-    from rlperf.run.checkpoint import CHECKPOINT_NAME
-
+def check_run_flags(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
+    """Output flags and the run directory, before any work: (target run dir, the earlier
+    run's files ``--overwrite`` will remove)."""
     check_output_flags(args)
     target = target_run_dir(args)
     if args.tensorboard and target is None:
         fail(f"--tensorboard needs --run-dir: the scalars are written to RUN_DIR/{TENSORBOARD_DIR}")
-    stale = refuse_existing_run(args, target)
-    trainer, resumed = build_trainer(args)
+    return target, refuse_existing_run(args, target)
+
+
+def launch_ranks(args: argparse.Namespace) -> int:
+    """``--nproc``/``--nnodes``: check what the ranks would check (the run directory only with
+    one machine: with several, rank 0's machine is known after the rendezvous), then start
+    them (``distributed/launch.py``)."""
+    from rlperf.distributed import launch
+    from rlperf.run.checkpoint import saved_world_size
+
+    payload = None
+    if args.nnodes == 1:
+        check_run_flags(args)
+    if args.resume:
+        cfg, payload = resume_config(Path(args.resume), args)
+    else:
+        cfg = config_from_args(args)
+    saved = saved_world_size(payload) if payload is not None else None
+    problem = launch.check_flags(args, cfg.run.device, saved)
+    if problem:
+        fail(problem)
+    return launch.run(args, args.argv)
+
+
+def join_ranks(args: argparse.Namespace) -> Ranks:
+    """This process's place in a launched run (:data:`SINGLE` when not launched)."""
+    from rlperf.distributed.group import join
+
+    device = getattr(args, "device", None) or preset(args.preset).run.device
+    return join(args.dist_backend, device, args.dist_timeout_s)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from rlperf.distributed import launch
+
+    if launch.requested(args):
+        return launch_ranks(args)
+    with launch.rank_errors(USAGE_ERRORS):
+        ranks = join_ranks(args)
+        try:
+            return train_rank(args, ranks)
+        finally:
+            ranks.close()
+
+
+def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
+    """``rlperf train`` in one process: the whole run, or one rank of it."""
+    from rlperf.distributed import launch
+    from rlperf.envs.workers import WorkerError
+    from rlperf.ppo.trainer import NonFiniteLossError
+    from rlperf.run.checkpoint import CHECKPOINT_NAME
+
+    target, stale = None, []
+    if ranks.is_main:
+        launch.continue_after_restart(args, target_run_dir(args))
+        target, stale = check_run_flags(args)
+    trainer, resumed = build_trainer(args, ranks=ranks)
     if stale:
         remove_files(stale, target)
     run_dir = trainer.cfg.run.run_dir
-    logger = (
-        attach_tensorboard(trainer, target / TENSORBOARD_DIR, resumed) if args.tensorboard else None
-    )
+    logger = None
+    if args.tensorboard and ranks.is_main:
+        logger = attach_tensorboard(trainer, target / TENSORBOARD_DIR, resumed)
     try:
         summary = trainer.train(run_dir, resumed=resumed)
     except (NonFiniteLossError, WorkerError) as e:  # a failed env worker: named, one line
         has_checkpoint = run_dir and (Path(run_dir) / CHECKPOINT_NAME).is_file()
         kept = f"; last good checkpoint kept in {run_dir}" if has_checkpoint else ""
-        print(f"rlperf: error: {e}{kept}", file=sys.stderr)
+        if ranks.is_main:  # every rank stops here at once: the statistics are averaged
+            print(f"rlperf: error: {e}{kept}", file=sys.stderr)
+            launch.record_failure(str(e), reported=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("\nrlperf: interrupted; summary written, last checkpoint kept", file=sys.stderr)
@@ -279,6 +358,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if logger is not None:
             logger.close()
         trainer.env.close()
+    if not ranks.is_main:
+        return EXIT_OK
     print_summary(summary)
     if run_dir:
         print(f"\nrun directory: {run_dir}")
@@ -292,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train PPO and print SPS and the phase breakdown")
     add_config_flags(train)
     add_output_flags(train)
+    add_launch_flags(train)
     train.set_defaults(func=cmd_train)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
@@ -299,15 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlperf.envs import EnvOptionError, UnknownEnvError
-    from rlperf.run.checkpoint import CheckpointError
-
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what a launcher hands on
         return int(args.func(args))
     except UsageError as e:
         fail(str(e))
-    except (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError) as e:
+    except USAGE_ERRORS as e:
         fail(str(e))
 
 

@@ -83,7 +83,9 @@ class EnvConfig:
         "fewer: the trainer acts on ready workers while the others step)",
     )
     oversubscribe: bool = _f(
-        False, "allow more env workers than the machine's cores (they will share cores)"
+        False,
+        "allow more env workers, or --nproc ranks, than this machine's cores (CUDA ranks: "
+        "GPUs); they will share them",
     )
 
     def validate_backend(self) -> None:

@@ -24,6 +24,10 @@ The trainer knows policies only through their protocol (``policies/base.py``) an
 through their :class:`~rlperf.envs.spec.EnvSpec`; which update and which sampler a run takes is
 decided once, in ``ppo/build.py``. A supervised teacher phase (``ppo/supervised.py``) plugs in as
 a hook on each step's actions and a choice of loss.
+
+On several ranks (``distributed/group.py``) each runs this loop on its own environments: the weights
+start as rank 0's, each minibatch's gradient is averaged over the ranks, the global step and
+``total_steps`` count every rank's steps, and rank 0 writes the run directory.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import numpy as np
 import torch
 
 from rlperf.config import Config, ConfigError
+from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.envs import check_env_name, make_env
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
 from rlperf.policies.registry import make_policy, policy_entry
@@ -61,11 +66,14 @@ from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.run.checkpoint import (
     CheckpointError,
     first_line,
+    rank_state,
     save_checkpoint,
     to_numpy,
     to_tensors,
+    with_rank_states,
 )
 from rlperf.run.episode_log import EpisodeLog
+from rlperf.run.run_dir import CHECKPOINT_NAME
 from rlperf.run.training_log import TrainingLog
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
@@ -82,26 +90,30 @@ class Trainer:
         cfg: the run's configuration (validated here; ConfigError on bad values).
         profiler: sections are recorded here (default: the process-wide profiler, so user code
             timed with ``rlperf.profile`` inside an environment nests under ``rollout/env_step``).
+        ranks: this process's place among the ranks of a distributed run (default: alone).
     """
 
-    def __init__(self, cfg: Config, profiler: Profiler | None = None) -> None:
+    def __init__(
+        self, cfg: Config, profiler: Profiler | None = None, ranks: Ranks = SINGLE
+    ) -> None:
         cfg.validate()
         check_env_name(cfg.env.env)
         if policy_entry(cfg.policy.kind).recurrent:
             check_recurrent_sizes(cfg)
-        self.cfg = cfg
+        self.cfg, self.ranks = cfg, ranks
         self.device = resolve_device(cfg.run.device)
         self.prof = profiler if profiler is not None else get_profiler()
         if self.device.type == "cuda":
             self.prof.set_cuda_sync(cfg.run.cuda_sync)
         if cfg.run.threads > 0:
             torch.set_num_threads(cfg.run.threads)
-        torch.manual_seed(cfg.run.seed)
-        np.random.seed(cfg.run.seed)
+        seed = ranks.seed(cfg.run.seed)
+        torch.manual_seed(seed)
+        np.random.seed(seed)
 
-        self.env = make_env(cfg.env, cfg.run.seed)
+        self.env = make_env(cfg.env, seed)
         self.step_env = make_env_step(self.env, self.prof)
-        obs, reset_infos = self.env.reset(seed=cfg.run.seed)
+        obs, reset_infos = self.env.reset(seed=seed)
         try:
             self.spec = EnvSpec.from_env(self.env, reset_infos)
         except UnsupportedSpaceError as e:
@@ -109,22 +121,26 @@ class Trainer:
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
         self.batch_size = self.rows * cfg.ppo.num_steps
+        self.steps_per_iteration = self.batch_size * ranks.world_size
         if self.num_iterations < 1:
             raise ConfigError(
                 f"total_steps {cfg.run.total_steps} is less than one rollout "
-                f"({self.rows} rows x {cfg.ppo.num_steps} steps = {self.batch_size})"
+                f"({self.rows} rows x {cfg.ppo.num_steps} steps x {ranks.world_size} ranks "
+                f"= {self.steps_per_iteration})"
             )
         self.teacher_phase = make_teacher_phase(
             self.env, cfg.env.env, self.spec, cfg.teacher, self.device, self.prof
         )
         self.policy = make_policy(cfg.policy, self.spec).to(self.device)
         self.policy.profiler = self.prof
+        ranks.broadcast_module(self.policy)
         self.update_impl = make_update(
             self.policy,
             cfg,
             self.batch_size // cfg.ppo.num_minibatches,
             supervised_phase=self.teacher_phase is not None,
         )
+        self.update_impl.grad_allreduce = ranks.grad_allreduce
         self.state = self.policy.initial_state(self.rows)
         self.buffer = RolloutBuffer(
             cfg.ppo.num_steps,
@@ -137,8 +153,8 @@ class Trainer:
         )
         self.sampler = make_sampler(self.buffer)
         # Sampling on the device, shuffling on the host (randperm's generator must be CPU).
-        self.sample_gen = torch.Generator(device=self.device).manual_seed(cfg.run.seed)
-        self.shuffle_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
+        self.sample_gen = torch.Generator(device=self.device).manual_seed(seed)
+        self.shuffle_gen = torch.Generator().manual_seed(seed + 1)
 
         self.buffer.write_obs(self.buffer.num_steps, obs)
         if self.spec.has_mask:
@@ -161,7 +177,7 @@ class Trainer:
     def num_iterations(self) -> int:
         """Iterations of the whole run (read from the config each time: a benchmark or a
         resumed run may move ``total_steps`` on)."""
-        return self.cfg.run.total_steps // self.batch_size
+        return self.cfg.run.total_steps // self.steps_per_iteration
 
     @property
     def phase(self) -> str:
@@ -217,7 +233,7 @@ class Trainer:
                     with sec(names.TRUNCATION_BOOTSTRAP):
                         self._bootstrap_truncated(t, infos, terminations, truncations, state)
         self.state = state
-        self.global_step += buf.num_steps * buf.num_envs
+        self.global_step += self.steps_per_iteration
 
     def _bootstrap_truncated(
         self,
@@ -281,8 +297,10 @@ class Trainer:
         """
         sec, every = self.prof.section, self.cfg.run.checkpoint_every
         log = TrainingLog(
-            self.cfg, self.prof, run_dir, resumed, self.iteration, *self._prior_counted
-        )
+            self.cfg, self.prof, run_dir if self.ranks.is_main else None, resumed,
+            self.iteration, *self._prior_counted,
+        )  # fmt: skip
+        checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
         log.start(self.global_step)
         stats_row: dict[str, float] = {}
         try:
@@ -302,7 +320,7 @@ class Trainer:
                     row = log.row(
                         self.iteration, self.global_step, self._metrics(stats_row, supervised)
                     )
-                path = log.checkpoint_path
+                path = checkpoint_path  # every rank saves: rank 0 gathers the others' state
                 last = self.iteration == self.num_iterations
                 if path is not None and ((every and self.iteration % every == 0) or last):
                     with sec(names.CHECKPOINT):
@@ -318,9 +336,10 @@ class Trainer:
         return self.last_summary
 
     def _finalize(self, stats: torch.Tensor, supervised: bool) -> dict[str, float]:
-        """The iteration's mean loss statistics, read from the device (the one host sync)."""
+        """The iteration's mean loss statistics, read from the device (the one host sync);
+        averaged over the ranks, so all of them agree on stopping at a non-finite loss."""
         finalize = finalize_supervised_stats if supervised else finalize_stats
-        stats_row = finalize(stats.tolist(), self.update_impl.coefs)
+        stats_row = finalize(self.ranks.mean(stats).tolist(), self.update_impl.coefs)
         if not all(math.isfinite(v) for v in stats_row.values()):
             raise NonFiniteLossError(
                 f"non-finite loss at iteration {self.iteration} "
@@ -358,40 +377,50 @@ class Trainer:
             "update": type(self.update_impl).__name__,
             "device": str(self.device),
             "env_workers": worker_times(self.env),
+            "ranks": self.ranks.world_size,
+            "num_envs_per_rank": self.cfg.env.num_envs,
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
         }
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: Path) -> None:
-        """Write everything needed to continue exactly where this iteration ended."""
+        """Write everything needed to continue exactly where this iteration ended (called on
+        every rank: rank 0 writes its own and the other ranks' environments and RNGs)."""
+        rank_states = self.ranks.gather(self._rank_state())
+        if rank_states is None:
+            return
+        shared = {
+            "config": self.cfg.to_dict(),
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+            "policy": self.policy.state_dict(),
+            "optimizer": self.update_impl.state_dict(),
+            "counted_steps": self._prior_counted[0],
+            "counted_s": self._prior_counted[1],
+        }
+        save_checkpoint(path, with_rank_states(shared, rank_states))
+
+    def _rank_state(self) -> dict[str, Any]:
+        """What differs between ranks: the environments, the RNGs, the episodes seen."""
         get_env_state = getattr(self.env, "get_state", None)
         buf = self.buffer
-        save_checkpoint(
-            path,
-            {
-                "config": self.cfg.to_dict(),
-                "iteration": self.iteration,
-                "global_step": self.global_step,
-                "policy": self.policy.state_dict(),
-                "optimizer": self.update_impl.state_dict(),
-                "sample_rng": self.sample_gen.get_state(),
-                "shuffle_rng": self.shuffle_gen.get_state(),
-                "env": to_tensors(get_env_state()) if get_env_state else None,
-                "next_obs": buf.next_obs.cpu(),
-                "next_done": None if buf.next_done is None else buf.next_done.cpu(),
-                "next_mask": None if buf.next_mask is None else buf.next_mask.cpu(),
-                "policy_state": [s.cpu() for s in self.state],
-                **self.episodes.state_dict(),
-                "counted_steps": self._prior_counted[0],
-                "counted_s": self._prior_counted[1],
-                "teacher_calls": dict(self.teacher_phase.calls) if self.teacher_phase else {},
-            },
-        )
+        return {
+            "sample_rng": self.sample_gen.get_state(),
+            "shuffle_rng": self.shuffle_gen.get_state(),
+            "env": to_tensors(get_env_state()) if get_env_state else None,
+            "next_obs": buf.next_obs.cpu(),
+            "next_done": None if buf.next_done is None else buf.next_done.cpu(),
+            "next_mask": None if buf.next_mask is None else buf.next_mask.cpu(),
+            "policy_state": [s.cpu() for s in self.state],
+            **self.episodes.state_dict(),
+            "teacher_calls": dict(self.teacher_phase.calls) if self.teacher_phase else {},
+        }
 
     def load(self, payload: dict[str, Any]) -> None:
         """Restore a checkpoint made by :meth:`save` into this (identically configured) trainer."""
         buf = self.buffer
+        payload = rank_state(payload, self.ranks.rank, self.ranks.world_size)
         try:
             self.policy.load_state_dict(payload["policy"])
             self.update_impl.load_state_dict(payload["optimizer"])

@@ -14,11 +14,17 @@
 Both split a step into :meth:`gradients` (sections ``loss`` and ``backward``) and :meth:`apply`
 (``optimizer_step``), so the tests can compare the gradients of the two on one minibatch.
 Neither reads anything back to the host: the statistics vector stays on the device.
+
+On several ranks (``distributed/group.py``) ``grad_allreduce`` is set: :meth:`gradients` leaves
+the flat gradient unclipped and averages it over the ranks (section ``allreduce``), and
+:meth:`apply` clips the average before Adam, so N ranks take the step one process over all
+their environments would. A single process clips inside ``backward``, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -48,6 +54,15 @@ class _FlatAdamUpdate:
     """What both updates share: a :class:`FlatAdam` whose learning rate the trainer anneals."""
 
     optimizer: FlatAdam
+    grad: torch.Tensor
+    ppo: PPOConfig
+    # Several ranks: averages the flat gradient over them in place (module docstring).
+    grad_allreduce: Callable[[torch.Tensor], None] | None = None
+
+    def _allreduce(self, prof: Profiler) -> None:
+        if self.grad_allreduce is not None:
+            with prof.section(names.ALLREDUCE):
+                self.grad_allreduce(self.grad)
 
     @property
     def lr(self) -> float:
@@ -94,7 +109,9 @@ class AnalyticUpdate(_FlatAdamUpdate):
             )  # fmt: skip
         with sec(names.BACKWARD):
             policy.backward(cache, grad_logits, grad_value)
-            clip_grad_norm(self.grad, self.ppo.max_grad_norm)
+            if self.grad_allreduce is None:
+                clip_grad_norm(self.grad, self.ppo.max_grad_norm)
+        self._allreduce(prof)
         return stats
 
     def _sequence_gradients(
@@ -109,11 +126,15 @@ class AnalyticUpdate(_FlatAdamUpdate):
                 self.coefs, *policy.output_grad_views(cache), self._stat_rows,
             )  # fmt: skip
         with sec(names.BACKWARD):
-            policy.backward(cache, self.ppo.max_grad_norm)  # clipping included
+            # Clipping included, unless the gradient is averaged over ranks first.
+            policy.backward(cache, 0.0 if self.grad_allreduce else self.ppo.max_grad_norm)
+        self._allreduce(prof)
         return stats
 
     def apply(self, prof: Profiler) -> None:
         with prof.section(names.OPTIMIZER_STEP):
+            if self.grad_allreduce is not None:
+                clip_grad_norm(self.grad, self.ppo.max_grad_norm)
             self.optimizer.step()
 
     def state_dict(self) -> dict[str, Any]:
@@ -222,12 +243,21 @@ class AutogradUpdate(_FlatAdamUpdate):
                 loss.backward()
             else:
                 (loss * self.scaler.scale).backward()
-                self.scaler.unscale_(self.grad)
-            clip_grad_norm(self.grad, self.ppo.max_grad_norm)
+            if self.grad_allreduce is None:
+                self._unscale_and_clip()
+        self._allreduce(prof)
         return stats
+
+    def _unscale_and_clip(self) -> None:
+        # Several ranks: after the all-reduce, so that an inf on one rank skips the step on all.
+        if self.scaler is not None:
+            self.scaler.unscale_(self.grad)
+        clip_grad_norm(self.grad, self.ppo.max_grad_norm)
 
     def apply(self, prof: Profiler) -> None:
         with prof.section(names.OPTIMIZER_STEP):
+            if self.grad_allreduce is not None:
+                self._unscale_and_clip()
             if self.scaler is None:
                 self.optimizer.step()
             else:

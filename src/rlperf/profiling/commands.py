@@ -18,6 +18,7 @@ from rlperf.cli import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     add_config_flags,
+    add_launch_flags,
     add_output_flags,
     config_from_args,
     explicit_overrides,
@@ -185,6 +186,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_profile_flags(profile)
     add_config_flags(profile)
     add_output_flags(profile)
+    add_launch_flags(profile)
     profile.set_defaults(func=cmd_profile)
 
     analyze = subparsers.add_parser(

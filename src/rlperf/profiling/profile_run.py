@@ -28,14 +28,19 @@ from rlperf.cli import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    USAGE_ERRORS,
     attach_tensorboard,
     build_trainer,
     check_output_flags,
     fail,
+    join_ranks,
+    launch_ranks,
     print_summary,
     refuse_existing_run,
     target_run_dir,
 )
+from rlperf.distributed.group import Ranks
+from rlperf.profiling import rank_spread
 from rlperf.profiling.cprofile import CProfileCapture
 from rlperf.profiling.memory import MemoryTracker
 from rlperf.profiling.report import build_report, report_path, write_report
@@ -285,14 +290,32 @@ def _measurement_ns(prof: Profiler) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    """Run ``rlperf profile``; returns the exit status."""
+    """Run ``rlperf profile``; returns the exit status (``--nproc N``: on N ranks, each one's
+    breakdown and the spread between them printed by rank 0)."""
+    from rlperf.distributed import launch
+
+    if not args.resume and not hasattr(args, "total_steps"):
+        args.total_steps = DEFAULT_STEPS
+    if launch.requested(args):
+        return launch_ranks(args)
+    with launch.rank_errors(USAGE_ERRORS):
+        ranks = join_ranks(args)
+        try:
+            return _profile_rank(args, ranks)
+        finally:
+            ranks.close()
+
+
+def _profile_rank(args: argparse.Namespace, ranks: Ranks) -> int:
     from rlperf.envs.workers import WorkerError
     from rlperf.ppo.trainer import NonFiniteLossError
 
+    if not ranks.is_main:  # the capture tools and the outputs are rank 0's
+        args.memory = args.torch_profiler = args.tensorboard = False
+        args.cprofile = args.out = None
+        args.run_dir = None
     # Every check before the trainer is built and before any file is touched.
     schedule = _trace_schedule(args)
-    if not args.resume and not hasattr(args, "total_steps"):
-        args.total_steps = DEFAULT_STEPS
     check_output_flags(args)
     run_dir = target_run_dir(args)
     tensorboard_dir = _tensorboard_dir(args, run_dir)
@@ -302,7 +325,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     prof = get_profiler()
     prof.enable()
     prof.reset()
-    trainer, resumed = build_trainer(args, profiler=prof)
+    trainer, resumed = build_trainer(args, profiler=prof, ranks=ranks)
     for folder, files in stale:
         remove_files(files, folder)
     captures = _Captures(args, prof, trainer, schedule, trace_dir, tensorboard_dir, resumed)
@@ -331,7 +354,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print("\nrlperf: interrupted before training started; nothing to report", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = {**summary, "wall_s": summary["wall_s"] + outside_ns / 1e9}
+    per_rank = ranks.gather({"wall_s": summary["wall_s"], "sections": summary["sections"]})
+    if not ranks.is_main:
+        return EXIT_OK
     _print_results(args, summary, captures, interrupted)
+    if ranks.distributed:
+        print("\n" + rank_spread.render(per_rank))
     if args.out:
         report = build_report(
             summary,
@@ -345,6 +373,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
             },
         )
         report["interrupted"] = interrupted
+        if ranks.distributed:
+            report["ranks"] = per_rank
         report["run"]["instrumentation"] = captures.names
         print(f"\nreport: {write_report(args.out, report)}")
     if interrupted:

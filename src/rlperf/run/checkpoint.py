@@ -75,3 +75,40 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"cannot resume: {path} is not an {CHECKPOINT_FORMAT} checkpoint")
     return payload
+
+
+def with_rank_states(shared: dict[str, Any], rank_states: list[dict[str, Any]]) -> dict[str, Any]:
+    """A checkpoint payload of a run on ``len(rank_states)`` ranks: rank 0's state at the top
+    level beside ``shared`` (so a one-rank checkpoint keeps its layout), the others' in
+    ``other_ranks`` (rank order), and ``world_size``."""
+    return {
+        **shared,
+        **rank_states[0],
+        "world_size": len(rank_states),
+        "other_ranks": rank_states[1:],
+    }
+
+
+def saved_world_size(payload: dict[str, Any]) -> int:
+    """How many ranks made the checkpoint (1 for checkpoints from before several ranks)."""
+    return int(payload.get("world_size", 1))
+
+
+def check_world_size(payload: dict[str, Any], world_size: int) -> None:
+    """CheckpointError unless the checkpoint was made by ``world_size`` ranks: each rank's
+    environments continue where they were, so the number of ranks cannot change."""
+    saved = saved_world_size(payload)
+    if saved != world_size:
+        raise CheckpointError(
+            f"mismatched --resume: the run was made by {saved} rank(s), this one has "
+            f"{world_size}; resume it with --nproc {saved}"
+        )
+
+
+def rank_state(payload: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
+    """The payload as rank ``rank`` of ``world_size`` restores it: the shared part with its own
+    environments and RNGs. CheckpointError if the run was saved with another world size."""
+    check_world_size(payload, world_size)
+    if rank == 0:
+        return payload
+    return {**payload, **payload["other_ranks"][rank - 1]}

@@ -32,6 +32,9 @@ LOSS = "loss"
 BACKWARD = "backward"
 OPTIMIZER_STEP = "optimizer_step"
 UPDATE_CHILDREN = (MINIBATCH_PREP, LOSS, BACKWARD, OPTIMIZER_STEP)
+# Inside UPDATE, several ranks only (``--nproc``): the all-reduce averaging each minibatch's
+# flat gradient, between backward and optimizer_step (the clip then moves to optimizer_step).
+ALLREDUCE = "allreduce"
 
 TOP_LEVEL = (ROLLOUT, GAE, UPDATE, LOGGING, CHECKPOINT)
 

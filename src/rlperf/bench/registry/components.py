@@ -219,6 +219,23 @@ def _optimizer_step(hidden: int) -> Prepared:
     return Prepared(optimizer.step, policy.flat.numel(), "parameters")
 
 
+def _allreduce(kind: str) -> Prepared:
+    """One all-reduce of the default ``kind`` policy's flat gradient between 2 gloo ranks on
+    this machine: what ``--nproc 2`` adds to every minibatch (``update/allreduce``)."""
+    try:
+        from rlperf.distributed.loopback import pair
+    except ImportError as e:  # older commits: no distributed training
+        raise CaseSkipped("this commit has no rlperf.distributed") from e
+    import torch
+
+    from .policies import kind_policy
+
+    numel = sum(p.numel() for p in kind_policy(kind, 1, ("cartpole", {}))[0].parameters())
+    side, grad = pair(numel), torch.ones(numel)
+    side.allreduce_(grad)  # the partner is up (it connects inside pair): time calls only
+    return Prepared(lambda: side.allreduce_(grad), numel, "floats")
+
+
 def _env_names() -> list[str]:
     from rlperf.envs import registered
 
@@ -255,4 +272,5 @@ def cases() -> list[Case]:
         out.append(Case("ppo_backward", {"batch": b}, _ppo_backward, tags))
     for h, tags in ((64, ()), (256, quick)):
         out.append(Case("optimizer_step", {"hidden": h}, _optimizer_step, tags))
+    out += [Case("allreduce", {"kind": kind}, _allreduce) for kind in ("mlp", "lstm")]
     return out

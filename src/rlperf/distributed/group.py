@@ -1,0 +1,206 @@
+"""The ranks of a training run and the few collectives the trainer needs, in one object.
+
+A run on N processes (``rlperf train --nproc N`` or ``torchrun``) builds one :class:`Ranks` from
+the environment variables torch.distributed's launcher sets (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``) and hands it to the trainer. A single process
+gets :data:`SINGLE`, whose collectives do nothing, so the trainer never branches on the world
+size. What the trainer asks of it, and why each is collective:
+
+- :meth:`Ranks.broadcast_module`: every rank starts from rank 0's initial weights.
+- :attr:`Ranks.grad_allreduce`: averages the flat gradient of each minibatch in place (one
+  all-reduce, before clipping); None for a single process, so its update path is unchanged.
+- :meth:`Ranks.mean`: the iteration's loss statistics averaged over ranks. Every rank then logs
+  the same figures and takes the same non-finite-loss decision (NaN propagates through the sum),
+  so no rank stops while the others wait in the next all-reduce.
+- :meth:`Ranks.gather` / :meth:`Ranks.broadcast_object`: per-rank checkpoint parts to rank 0,
+  the resumed checkpoint from rank 0 (over a gloo group, whatever the training backend).
+
+The process group's timeout is ours (``--dist-timeout-s``, 60 s by default), not the 10-minute
+default: a rank that hangs stops the run within it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+BACKENDS = ("auto", "gloo", "nccl")
+DEFAULT_TIMEOUT_S = 60.0
+# Rank r seeds its environments, sampling and shuffling with seed + r * RANK_SEED_STRIDE: far
+# enough apart that runs with neighbouring seeds do not share a rank's streams.
+RANK_SEED_STRIDE = 100_003
+
+
+class CollectiveError(RuntimeError):
+    """A collective failed: a peer died, closed its connection or did not arrive in time. On a
+    rank that did not fail first this is a consequence of another rank's failure, not its cause
+    (gloo raises a plain RuntimeError for it, hence this type)."""
+
+
+@contextlib.contextmanager
+def _collective() -> Iterator[None]:
+    try:
+        yield
+    except RuntimeError as e:  # DistError is one; gloo's transport errors are plain ones
+        raise CollectiveError(str(e)) from e
+
+
+def launched_rank() -> bool:
+    """Whether this process is a rank started by torch.distributed's launcher (torchrun,
+    ``rlperf train --nproc``): the launcher sets ``WORLD_SIZE`` and ``RANK``."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def resolve_backend(backend: str, device: str) -> str:
+    """gloo on the CPU, nccl on CUDA for ``auto``; the given backend otherwise."""
+    if backend == "auto":
+        return "nccl" if device.startswith("cuda") else "gloo"
+    return backend
+
+
+@dataclass
+class Ranks:
+    """This process's place in the run and its collectives (see the module docstring).
+
+    Attributes:
+        rank: global rank, 0 .. world_size - 1 (rank 0 writes the run directory).
+        world_size: number of processes training together.
+        local_rank: rank on this machine (its CUDA device with nccl).
+        backend: ``gloo`` or ``nccl`` (``none`` for a single process).
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: str = "none"
+    _objects: Any = None  # a gloo process group for Python objects (checkpoint parts)
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: writes the run directory, the progress line and the checkpoints."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def seed(self, seed: int) -> int:
+        """This rank's seed for the run's ``seed`` (rank 0 keeps it)."""
+        return seed + RANK_SEED_STRIDE * self.rank
+
+    # -- the collectives -----------------------------------------------------------------
+    def broadcast_module(self, module: torch.nn.Module) -> None:
+        """Overwrite ``module``'s parameters and buffers with rank 0's (in place)."""
+        if not self.distributed:
+            return
+        with torch.no_grad():
+            for t in itertools.chain(module.parameters(), module.buffers()):
+                with _collective():
+                    dist.broadcast(t.data, src=0)
+
+    @property
+    def grad_allreduce(self) -> Callable[[torch.Tensor], None] | None:
+        """Average a flat gradient over the ranks in place; None for a single process."""
+        return self._average_ if self.distributed else None
+
+    def _average_(self, grad: torch.Tensor) -> None:
+        # SUM then one scale: gloo has no AVG op; the scale is one fused kernel.
+        with _collective():
+            dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        grad.mul_(1.0 / self.world_size)
+
+    def mean(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` averaged over the ranks (a new tensor; ``values`` itself for one rank)."""
+        if not self.distributed:
+            return values
+        total = values.clone()
+        with _collective():
+            dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total / self.world_size
+
+    def sum(self, value: float) -> float:
+        """``value`` summed over the ranks (a float on every rank)."""
+        if not self.distributed:
+            return value
+        total = torch.tensor([value], dtype=torch.float64)
+        with _collective():
+            dist.all_reduce(total, op=dist.ReduceOp.SUM, group=self._objects)
+        return float(total.item())
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` on rank 0 (in rank order), None on the others."""
+        if not self.distributed:
+            return [obj]
+        out = [None] * self.world_size if self.is_main else None
+        with _collective():
+            dist.gather_object(obj, out, dst=0, group=self._objects)
+        return out
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (the others' argument is ignored)."""
+        if not self.distributed:
+            return obj
+        box = [obj if self.is_main else None]
+        with _collective():
+            dist.broadcast_object_list(box, src=0, group=self._objects)
+        return box[0]
+
+    def close(self) -> None:
+        """Leave the process group (a no-op for a single process)."""
+        if self.distributed and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+SINGLE = Ranks()
+
+
+def join(backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ranks:
+    """Join the process group the launcher described in the environment; :data:`SINGLE`
+    outside a launched rank or in a world of one.
+
+    Args:
+        backend: ``auto``, ``gloo`` or ``nccl``.
+        device: the run's device (``cpu``/``cuda``): picks ``auto``'s backend; with CUDA each
+            local rank takes its own GPU.
+        timeout_s: how long a collective may wait for the other ranks before it fails.
+    """
+    if not launched_rank() or int(os.environ["WORLD_SIZE"]) == 1:
+        return SINGLE
+    backend = resolve_backend(backend, device)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        torch.cuda.set_device(local_rank)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(
+        backend, store=_attempt_store(rank, world_size, timeout), rank=rank,
+        world_size=world_size, timeout=timeout,
+    )  # fmt: skip
+    objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
+    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects)
+
+
+def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:
+    """The rendezvous store at ``MASTER_ADDR:MASTER_PORT`` (``env://``'s), its keys prefixed
+    with the elastic restart count: after a restart the launcher's store still holds the failed
+    attempt's keys, and gloo would connect to the dead ranks' addresses."""
+    agent_hosts_it = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+        is_master=rank == 0 and not agent_hosts_it, timeout=timeout,
+    )  # fmt: skip
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"rlperf/attempt{attempt}", store)
+
+
+def is_collective_error(error: BaseException) -> bool:
+    """Whether ``error`` came out of a collective (see :class:`CollectiveError`)."""
+    return isinstance(error, (CollectiveError, dist.DistError))

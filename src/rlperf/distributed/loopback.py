@@ -1,0 +1,75 @@
+"""Two gloo ranks inside one measuring process and one partner process, for timing collectives.
+
+The benchmark registry's ``allreduce`` case times what a distributed run adds to each minibatch:
+one all-reduce of the policy's flat gradient. :func:`pair` starts a partner process that
+all-reduces a tensor of the same size in a loop, and returns this side's process group (its own
+store and group object, not torch.distributed's global default group, so cases of different
+sizes can follow each other in one process). The partner is a ``python -c`` subprocess of the
+same ``rlperf`` (multiprocessing's spawn would re-run the measuring tool's ``__main__``); it ends
+when :meth:`Pair.close` or this process's exit terminates it, or when its all-reduce fails
+because this side is gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+TIMEOUT = datetime.timedelta(seconds=60)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _group(port: int, rank: int) -> Any:
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0, timeout=TIMEOUT)
+    return dist.ProcessGroupGloo(store, rank, 2, TIMEOUT)
+
+
+def partner_loop(port: int, numel: int) -> None:
+    """The partner rank: all-reduce ``numel`` floats until this side goes away."""
+    torch.set_num_threads(1)
+    group, grad = _group(port, 1), torch.zeros(numel)
+    while True:
+        group.allreduce([grad]).wait()
+
+
+@dataclass
+class Pair:
+    """This process's side of a 2-rank gloo group; :meth:`allreduce_` is one all-reduce."""
+
+    group: Any
+    partner: subprocess.Popen
+
+    def allreduce_(self, grad: torch.Tensor) -> None:
+        """Sum ``grad`` with the partner's (in place), as a distributed run's gradient."""
+        self.group.allreduce([grad]).wait()
+
+    def close(self) -> None:
+        self.partner.kill()
+        self.partner.wait()
+
+
+def pair(numel: int) -> Pair:
+    """Start a partner rank that all-reduces ``numel`` floats in a loop; return this side."""
+    port = _free_port()
+    src = str(Path(__file__).resolve().parents[2])  # the rlperf this process imported
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    code = f"from rlperf.distributed.loopback import partner_loop; partner_loop({port}, {numel})"
+    partner = subprocess.Popen([sys.executable, "-c", code], env=env)
+    side = Pair(_group(port, 0), partner)
+    atexit.register(side.close)
+    return side
