@@ -111,7 +111,7 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
     if args.dist_backend == "nccl" and not torch.cuda.is_available():
         return "--dist-backend nccl needs CUDA, which this machine does not have (use gloo)"
     slots, what = available_slots(device)
-    if args.nproc > slots and not args.oversubscribe:
+    if args.nproc > slots and not getattr(args, "oversubscribe", False):
         return (
             f"--nproc {args.nproc} is more than this machine's {slots} {what}: ranks would "
             "share them and each run slower (give --oversubscribe to do it anyway)"
