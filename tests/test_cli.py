@@ -129,7 +129,7 @@ BAD_TRAIN_ARGS = [
     (["--policy", "cnn"], "policy 'cnn' takes (C, H, W) image observations"),
     (
         ["--policy", "lstm", "--num-envs", "6", "--num-minibatches", "4"],
-        "num_envs 6 must be divisible by num_minibatches 4",
+        "its 6 segments (6 rows x 1 of 16 steps) must be divisible by num_minibatches 4",
     ),
     (
         ["--policy", "lstm", "--bptt-horizon", "5"],

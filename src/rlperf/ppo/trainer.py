@@ -84,8 +84,6 @@ class Trainer:
     def __init__(self, cfg: Config, profiler: Profiler | None = None) -> None:
         cfg.validate()
         check_env_name(cfg.env.env)
-        if policy_entry(cfg.policy.kind).recurrent:
-            check_recurrent_sizes(cfg)
         self.cfg = cfg
         self.device = resolve_device(cfg.run.device)
         self.prof = profiler if profiler is not None else get_profiler()
@@ -104,6 +102,8 @@ class Trainer:
             raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
+        if policy_entry(cfg.policy.kind).recurrent:
+            check_recurrent_sizes(cfg, self.rows)
         self.batch_size = self.rows * cfg.ppo.num_steps
         if self.num_iterations < 1:
             raise ConfigError(
