@@ -136,6 +136,7 @@ BAD_TRAIN_ARGS = [
         "num_steps 16 must be divisible by bptt_horizon 5",
     ),
     (["--bptt-horizon", "-1"], "bptt_horizon must be >= 0"),
+    (["--max-wall-s", "-1"], "max_wall_s must be >= 0"),
     (["--precision", "fp16"], "--precision fp16 needs --device cuda"),
     (["--precision", "fp8"], "--precision"),
     (["--env-option", "observe"], "--env-option takes KEY=VALUE, got 'observe'"),

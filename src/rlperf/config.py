@@ -150,6 +150,11 @@ class RunConfig:
     warmup_iters: int = _f(2, "first iterations left out of cumulative SPS")
     cuda_sync: bool = _f(True, "synchronise CUDA at section boundaries so sections are exact")
     progress: bool = _f(True, "show a progress bar on stderr")
+    max_wall_s: float = _f(
+        0.0,
+        "wall-clock budget in seconds: stop after the iteration during which it ran out, with "
+        "the summary and checkpoint written as at the end (0: none)",
+    )
     summary_every: int = _f(
         0,
         "print the rollout timing block (ms per rollout: student forward, teacher and its "
@@ -230,6 +235,7 @@ class Config:
             "bptt_horizon": self.ppo.bptt_horizon,
             "supervised_steps": self.teacher.supervised_steps,
             "summary_every": self.run.summary_every,
+            "max_wall_s": self.run.max_wall_s,
         }.items():
             if value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")

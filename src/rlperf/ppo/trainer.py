@@ -289,13 +289,15 @@ class Trainer:
                         self.iteration, self.global_step, self._metrics(stats_row, supervised)
                     )
                 path = log.checkpoint_path
-                last = self.iteration == self.num_iterations
+                last = self.iteration == self.num_iterations or log.budget_spent
                 if path is not None and ((every and self.iteration % every == 0) or last):
                     with sec(names.CHECKPOINT):
                         self._prior_counted = log.counted()
                         self.save(path)
                 for callback in self.callbacks:
                     callback(self, row)
+                if log.budget_spent:
+                    break
         except KeyboardInterrupt:
             self.interrupted = True
             raise
