@@ -233,3 +233,14 @@ def test_the_ablation_runs_end_to_end_and_its_json_has_every_row(tmp_path: Path)
         assert name in done.stdout
     if ablate.charts_missing() is None:
         assert chart.stat().st_size > 0
+
+
+def test_chart_without_matplotlib_is_one_line_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ablate, "charts_missing", lambda: "--chart needs matplotlib: pip x")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ablate", "--out", str(tmp_path / "out"), "--chart", str(tmp_path / "c.png")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "rlperf: error: --chart needs matplotlib: pip x"
+    assert not (tmp_path / "out").exists()
