@@ -78,6 +78,17 @@ def test_shared_settings_win_and_a_row_that_cannot_run_is_named() -> None:
                        {"options": {"mission": "extractor_hub_12"}})  # fmt: skip
 
 
+def test_each_round_starts_one_row_later_so_drift_favours_no_row() -> None:
+    plan = variants("original", "ultra_fast")
+    n = len(plan)
+    orders = [[v.name for _, v in ablate.rotated(plan, k)] for k in range(n)]
+    assert orders[0] == PLAN_NAMES
+    assert orders[1] == PLAN_NAMES[1:] + PLAN_NAMES[:1]
+    assert sorted(order[0] for order in orders) == sorted(PLAN_NAMES)
+    assert all(sorted(order) == sorted(PLAN_NAMES) for order in orders)
+    assert [i for i, _ in ablate.rotated(plan, n + 2)][:2] == [2, 3]
+
+
 def test_time_to_return_is_the_first_row_at_or_above_the_target() -> None:
     curve = [(1.0, 0.1), (2.0, 0.5), (3.0, 0.4), (4.0, 0.9)]
     assert time_to_return(curve, 0.5) == 2.0

@@ -9,8 +9,8 @@ any sooner. ``rlperf ablate --base original --target ultra_fast`` answers both o
   differing field in no group is a knob of its own); each knob the target leaves out
   (``config.LEFT_OUT``: measured slower, still measured here); and the target itself (all knobs);
 - every variant trains under the same wall-clock budget (``--max-wall-s``) in a fresh
-  ``rlperf profile`` process, the variants interleaved within each repeat and seed, so slow
-  drift of a shared machine hits all alike;
+  ``rlperf profile`` process, the variants interleaved within each repeat and seed, each round
+  starting one row later, so slow drift of a shared machine hits all alike;
 - per variant: SPS median [min-max], the paired SPS speedup over the base, the wall time to
   reach the base's final mean return (the same seed and repeat's base run; "not reached" when
   the budget ran out first), the return reached within the budget, and the phase whose time per
@@ -306,6 +306,13 @@ def phase_that_moved_most(
 
 
 # -- running -------------------------------------------------------------------------------
+def rotated(plan: list[Variant], k: int) -> list[tuple[int, Variant]]:
+    """Round ``k``'s order: (index, variant) starting ``k`` rows later. A machine whose load
+    drifts one way over the ablation would otherwise always favour the rows that run last."""
+    start = k % len(plan)
+    return [(i, plan[i]) for i in (*range(start, len(plan)), *range(start))]
+
+
 def run_ablation(
     base_name: str,
     plan: list[Variant],
@@ -316,7 +323,8 @@ def run_ablation(
     out_dir: Path | None,
 ) -> tuple[dict[str, list[RunResult]], dict[str, list[str]]]:
     """Every variant under ``budget_s`` per run, interleaved: for each repeat, for each seed,
-    every variant once, each in a fresh ``rlperf profile`` process. Returns the runs and each
+    every variant once (each round starting one row later: :func:`rotated`), each in a fresh
+    ``rlperf profile`` process. Returns the runs and each
     variant's ``rlperf profile`` flags (less the seed, run directory and report directory)."""
     flags = {}
     for variant in plan:
@@ -332,21 +340,21 @@ def run_ablation(
     done = 0
     with tempfile.TemporaryDirectory(prefix="rlperf-ablate-") as tmp:
         root = out_dir or Path(tmp)
-        for repeat in range(1, repeats + 1):
-            for seed in seeds:
-                for i, variant in enumerate(plan):
-                    where = root / f"{i:02d}" / f"seed{seed}_r{repeat}"
-                    run_dir = where / "run"
-                    run_flags = flags[variant.name] + [
-                        "--seed", str(seed), "--run-dir", str(run_dir)]  # fmt: skip
-                    report = run_profile(run_flags, where)
-                    result = RunResult(variant.name, seed, repeat, report, read_curve(run_dir))
-                    results[variant.name].append(result)
-                    done += 1
-                    ret = result.final_return
-                    print(f"run {done}/{total} {variant.name} seed {seed} repeat {repeat}: "
-                          f"{result.sps:,.0f} SPS, return {'n/a' if ret is None else f'{ret:.2f}'}",
-                          file=sys.stderr, flush=True)  # fmt: skip
+        rounds = [(repeat, seed) for repeat in range(1, repeats + 1) for seed in seeds]
+        for k, (repeat, seed) in enumerate(rounds):
+            for i, variant in rotated(plan, k):
+                where = root / f"{i:02d}" / f"seed{seed}_r{repeat}"
+                run_dir = where / "run"
+                run_flags = flags[variant.name] + [
+                    "--seed", str(seed), "--run-dir", str(run_dir)]  # fmt: skip
+                report = run_profile(run_flags, where)
+                result = RunResult(variant.name, seed, repeat, report, read_curve(run_dir))
+                results[variant.name].append(result)
+                done += 1
+                ret = result.final_return
+                print(f"run {done}/{total} {variant.name} seed {seed} repeat {repeat}: "
+                      f"{result.sps:,.0f} SPS, return {'n/a' if ret is None else f'{ret:.2f}'}",
+                      file=sys.stderr, flush=True)  # fmt: skip
     return results, flags
 
 
