@@ -138,13 +138,14 @@ BAD_TRAIN_ARGS = [
     (["--policy", "cnn"], "policy 'cnn' takes (C, H, W) image observations"),
     (
         ["--policy", "lstm", "--num-envs", "6", "--num-minibatches", "4"],
-        "num_envs 6 must be divisible by num_minibatches 4",
+        "its 6 segments (6 rows x 1 of 16 steps) must be divisible by num_minibatches 4",
     ),
     (
         ["--policy", "lstm", "--bptt-horizon", "5"],
         "num_steps 16 must be divisible by bptt_horizon 5",
     ),
     (["--bptt-horizon", "-1"], "bptt_horizon must be >= 0"),
+    (["--max-wall-s", "-1"], "max_wall_s must be >= 0"),
     (["--precision", "fp16"], "--precision fp16 needs --device cuda"),
     (["--precision", "fp8"], "--precision"),
     (["--env-option", "observe"], "--env-option takes KEY=VALUE, got 'observe'"),

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from rlperf.config import (
+    LEFT_OUT,
     PRESETS,
     Config,
     ConfigError,
@@ -260,3 +261,33 @@ def test_env_options_parse_into_typed_values(items, expected) -> None:
 def test_malformed_env_options_are_one_line_errors(item: str) -> None:
     with pytest.raises(ConfigError, match="--env-option takes KEY=VALUE"):
         parse_env_options([item])
+
+
+def test_original_and_ultra_fast_are_the_guides_columns_scaled_as_documented() -> None:
+    """The values the presets' docstrings and docs/ablation.md state: batch sizes 1/8 of the
+    guide's, envs 1/2, BPTT horizons and epochs as the guide's; the LSTM on the grid."""
+    original, ultra = preset("original"), preset("ultra_fast")
+    for cfg in (original, ultra):
+        assert (cfg.env.env, cfg.policy.kind, cfg.policy.cnn_channels) == ("grid", "lstm", (16,))
+        assert cfg.ppo.update_epochs == 1 and cfg.teacher.supervised_steps == 0
+        assert not cfg.ppo.compile and cfg.ppo.precision == "fp32"
+    agents = 16  # extractor_hub_30's agents per map: the rows of the batch are agents
+    sizes = {}
+    for name, cfg in (("original", original), ("ultra_fast", ultra)):
+        rows = cfg.env.num_envs * agents
+        batch = rows * cfg.ppo.num_steps
+        sizes[name] = (rows, batch, batch // cfg.ppo.num_minibatches, cfg.ppo.bptt_horizon)
+    assert sizes["original"] == (64 // 2, 16_384 // 8, 512 // 8, 64)
+    assert sizes["ultra_fast"] == (512 // 2, 262_144 // 8, 32_768 // 8, 32)
+    assert LEFT_OUT["ultra_fast"] == {
+        "compile": {"compile": True},
+        "precision": {"precision": "bf16"},
+        "workers": {"backend": "multiprocess", "num_workers": 2, "env_batch_size": 1},
+    }
+    # Each left-out knob runs on the base preset: the ablation measures it alone.
+    for settings in LEFT_OUT["ultra_fast"].values():
+        cfg = preset("original")
+        for key, value in settings.items():
+            section = "env" if hasattr(cfg.env, key) else "ppo"
+            setattr(getattr(cfg, section), key, value)
+        cfg.validate()

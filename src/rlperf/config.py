@@ -208,6 +208,11 @@ class RunConfig:
     warmup_iters: int = _f(2, "first iterations left out of cumulative SPS")
     cuda_sync: bool = _f(True, "synchronise CUDA at section boundaries so sections are exact")
     progress: bool = _f(True, "show a progress bar on stderr")
+    max_wall_s: float = _f(
+        0.0,
+        "wall-clock budget in seconds: stop after the iteration during which it ran out, with "
+        "the summary and checkpoint written as at the end (0: none)",
+    )
     summary_every: int = _f(
         0,
         "print the rollout timing block (ms per rollout: student forward, teacher and its "
@@ -289,6 +294,7 @@ class Config:
             "bptt_horizon": self.ppo.bptt_horizon,
             "supervised_steps": self.teacher.supervised_steps,
             "summary_every": self.run.summary_every,
+            "max_wall_s": self.run.max_wall_s,
         }.items():
             if value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")
@@ -449,14 +455,77 @@ def _robots_rgb(cfg: Config) -> Config:
     return cfg
 
 
-# name -> transformation of the default config. ``ultra_fast`` (large batches, torch.compile,
-# mixed precision) will be one more entry here.
+def _original(cfg: Config) -> Config:
+    """The "original" column of ``guide-optimisation-10-20x.md`` on the grid workload with a
+    recurrent policy, scaled to a 2-core CPU (``rlperf ablate``, docs/ablation.md).
+
+    The guide's workload (MettaGrid) is many agents on grid maps with a recurrent policy; here
+    the grid env (``extractor_hub_30``: 16 agents a map, an agent row is an environment of the
+    guide) and the LSTM on a CNN encoder (the grid preset's encoder: one 3x3 layer of 16
+    channels, 128 features; no teacher phase, since the guide's optimised run has none either:
+    "Kickstart: Disabled"). Batch sizes are scaled by 1/8: at the few thousand SPS this machine
+    trains the LSTM at, the guide's 16,384-step batch would be one update every ~10 s.
+
+    - envs: guide 64 -> 32 agent rows (2 maps x 16 agents; 1/2, so that 64 steps a row make
+      the scaled batch);
+    - batch: guide 16,384 -> 2,048 (32 rows x 64 steps, 1/8);
+    - minibatch: guide 512 -> 64 (32 minibatches of one 64-step segment, 1/8);
+    - BPTT horizon: guide 64 -> 64;
+    - update epochs: guide 1 -> 1 (the guide keeps one epoch in both columns: not a knob);
+    - workers 4, async factor 2: not on this branch yet (the serial vector env);
+    - torch.compile and precision: off and fp32, as the guide's original.
+    """
+    cfg.env.env, cfg.env.num_envs = "grid", 2
+    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "lstm", (16,), 128
+    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.bptt_horizon = 64, 32, 64
+    cfg.ppo.update_epochs = 1
+    cfg.run.total_steps = 2_000_000
+    return cfg
+
+
+def _ultra_fast(cfg: Config) -> Config:
+    """The "optimized" column of ``guide-optimisation-10-20x.md`` scaled as :func:`_original`
+    (batch sizes 1/8, envs 1/2), each knob one ablation row of ``rlperf ablate``:
+
+    - envs: guide 512 -> 256 agent rows (16 maps x 16 agents, 8x original as in the guide);
+    - batch: guide 262,144 -> 32,768 (256 rows x 128 steps, 16x original as in the guide);
+    - minibatch: guide 32,768 -> 4,096 (8 minibatches of 128 segments of 32 steps, 64x);
+    - BPTT horizon: guide 32 -> 32;
+    - update epochs: guide 1 -> 1;
+    - workers 16, async factor 8 -> 2 workers, batches of one worker's maps (async factor 2):
+      left off. The env step is 5.4% of ``original``'s wall time, so by Amdahl's law no env
+      speedup can buy more than 1.06x, and on 2 cores worker processes take the trainer's CPU;
+      it stays a row of the ablation, which measures what it costs;
+    - torch.compile (guide: on) and bf16 (guide: "next step", FP16 on CUDA): left off, both
+      measured slower here (docs/ablation.md); they stay rows of the ablation.
+    """
+    cfg = _original(cfg)
+    cfg.env.num_envs = 16
+    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.bptt_horizon = 128, 8, 32
+    return cfg
+
+
+# name -> transformation of the default config.
 PRESETS: dict[str, Callable[[Config], Config]] = {
     "default": _default,
     "lstm": _lstm,
     "grid": _grid,
     "robots": _robots,
     "robots-rgb": _robots_rgb,
+    "original": _original,
+    "ultra_fast": _ultra_fast,
+}
+
+
+# preset -> knobs of its guide that it leaves out because they were measured slower here, each
+# knob's settings. ``rlperf ablate --target NAME`` still measures each alone on the base, so
+# the table shows what the knob would have cost.
+LEFT_OUT: dict[str, dict[str, dict[str, Any]]] = {
+    "ultra_fast": {
+        "compile": {"compile": True},
+        "precision": {"precision": "bf16"},
+        "workers": {"backend": "multiprocess", "num_workers": 2, "env_batch_size": 1},
+    },
 }
 
 

@@ -19,7 +19,7 @@ from rlperf.timing.sections import Profiler
 
 NUM_ENVS, NUM_STEPS = 8, 16
 BATCH = NUM_ENVS * NUM_STEPS
-TIMING_FIELDS = {"sps", "sps_cumulative", "sections_s"}
+TIMING_FIELDS = {"sps", "sps_cumulative", "sections_s", "wall_s"}
 ISSUE_SECTIONS = {
     "rollout",
     "rollout/env_step",
@@ -290,3 +290,58 @@ def test_summary_sections_cover_this_run_only_with_a_shared_profiler() -> None:
     assert second["rollout"] == pytest.approx(
         shared.totals_s()["rollout"] - first["rollout"], rel=1e-9
     )
+
+
+class FakeClock:
+    """The training log's clock, moved on by hand (a test of the budget must not depend on how
+    fast this machine runs)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_wall_budget_stops_after_the_iteration_it_ran_out_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10 s an iteration against a 25 s budget: rows at 0, 10, 20 and 30 s, so the run stops
+    after iteration 4 of 8, with its checkpoint and summary written as at the end; its rows are
+    the unbudgeted run's first four."""
+    from rlperf.run import training_log
+
+    clock = FakeClock()
+    monkeypatch.setattr(training_log, "time", clock)
+    trainer = Trainer(small_config(8, run__max_wall_s=25.0), profiler=Profiler())
+
+    def tick(trainer: Trainer, row: dict) -> None:
+        clock.now += 10.0
+
+    trainer.callbacks.append(tick)
+    summary = trainer.train(tmp_path / "budget")
+    rows = metrics(tmp_path / "budget")
+    assert [row["wall_s"] for row in rows] == [0.0, 10.0, 20.0, 30.0]
+    assert summary["iterations"] == 4 and summary["global_step"] == 4 * BATCH
+    assert summary["budget_spent"] is True and summary["max_wall_s"] == 25.0
+    saved = json.loads((tmp_path / "budget" / "summary.json").read_text())
+    assert saved["iterations"] == 4 and saved["budget_spent"] is True
+    assert load_weights_only(tmp_path / "budget" / "checkpoint.pt")["iteration"] == 4
+
+    _, full = train(small_config(8), tmp_path / "full")
+    assert full["iterations"] == 8 and full["budget_spent"] is False
+    assert without_timing(rows) == without_timing(metrics(tmp_path / "full"))[:4]
+
+
+def test_wall_s_counts_seconds_since_the_run_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each row's wall_s is the clock at the row less the clock when training started."""
+    from rlperf.run import training_log
+
+    clock = FakeClock()
+    monkeypatch.setattr(training_log, "time", clock)
+    trainer = Trainer(small_config(3), profiler=Profiler())
+    trainer.callbacks.append(lambda trainer, row: setattr(clock, "now", clock.now + 2.5))
+    trainer.train(tmp_path)
+    assert [row["wall_s"] for row in metrics(tmp_path)] == [0.0, 2.5, 5.0]

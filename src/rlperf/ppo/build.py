@@ -46,17 +46,26 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def check_recurrent_sizes(cfg: Config) -> None:
-    """ConfigError unless a recurrent policy's minibatches of whole env segments divide evenly."""
-    ppo, num_envs = cfg.ppo, cfg.env.num_envs
-    if num_envs % ppo.num_minibatches:
-        raise ConfigError(
-            f"policy {cfg.policy.kind!r} is recurrent: its minibatches are whole environments, "
-            f"so num_envs {num_envs} must be divisible by num_minibatches {ppo.num_minibatches}"
-        )
+def check_recurrent_sizes(cfg: Config, rows: int) -> None:
+    """ConfigError unless a recurrent policy's minibatches of whole segments divide evenly.
+
+    Args:
+        rows: the rollout's rows, ``env.num_envs`` (one per environment, or per agent of a
+            multi-agent env: the grid's rows are maps x agents, not ``cfg.env.num_envs``).
+    """
+    ppo = cfg.ppo
     if ppo.bptt_horizon and ppo.num_steps % ppo.bptt_horizon:
         raise ConfigError(
             f"num_steps {ppo.num_steps} must be divisible by bptt_horizon {ppo.bptt_horizon}"
+        )
+    horizon = ppo.bptt_horizon or ppo.num_steps
+    per_row = ppo.num_steps // horizon
+    segments = per_row * rows
+    if segments % ppo.num_minibatches:
+        raise ConfigError(
+            f"policy {cfg.policy.kind!r} is recurrent: its minibatches are whole segments, so "
+            f"its {segments} segments ({rows} rows x {per_row} of {horizon} steps) must be "
+            f"divisible by num_minibatches {ppo.num_minibatches}"
         )
 
 

@@ -98,8 +98,6 @@ class Trainer:
     ) -> None:
         cfg.validate()
         check_env_name(cfg.env.env)
-        if policy_entry(cfg.policy.kind).recurrent:
-            check_recurrent_sizes(cfg)
         self.cfg, self.ranks = cfg, ranks
         self.device = resolve_device(cfg.run.device)
         self.prof = profiler if profiler is not None else get_profiler()
@@ -120,6 +118,8 @@ class Trainer:
             raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
+        if policy_entry(cfg.policy.kind).recurrent:
+            check_recurrent_sizes(cfg, self.rows)
         self.batch_size = self.rows * cfg.ppo.num_steps
         self.steps_per_iteration = self.batch_size * ranks.world_size
         if self.num_iterations < 1:
@@ -320,14 +320,20 @@ class Trainer:
                     row = log.row(
                         self.iteration, self.global_step, self._metrics(stats_row, supervised)
                     )
+                # Every rank stops at the same iteration, or the others would wait forever.
+                stop = log.budget_spent
+                if self.cfg.run.max_wall_s and self.ranks.distributed:
+                    stop = self.ranks.sum(float(stop)) > 0
                 path = checkpoint_path  # every rank saves: rank 0 gathers the others' state
-                last = self.iteration == self.num_iterations
+                last = self.iteration == self.num_iterations or stop
                 if path is not None and ((every and self.iteration % every == 0) or last):
                     with sec(names.CHECKPOINT):
                         self._prior_counted = log.counted()
                         self.save(path)
                 for callback in self.callbacks:
                     callback(self, row)
+                if stop:
+                    break
         except KeyboardInterrupt:
             self.interrupted = True
             raise

@@ -1,4 +1,5 @@
-"""Subcommands of this package (registered into ``rlperf`` by cli.py): profile, analyze, compare.
+"""Subcommands of this package (registered into ``rlperf`` by cli.py): profile, analyze, compare,
+ablate.
 
 Each command's logic lives in its own module; here are only the parsers and the glue that turns
 bad input into one ``rlperf: error:`` line and exit status 2.
@@ -164,6 +165,57 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
+# -- ablate ----------------------------------------------------------------------------------
+def cmd_ablate(args: argparse.Namespace) -> int:
+    import math
+
+    from rlperf.config import PRESETS, parse_env_options, preset
+    from rlperf.profiling import ablate, compare
+
+    for flag, name in (("--base", args.base), ("--target", args.target)):
+        if name not in PRESETS:
+            fail(f"unknown preset {name!r} in {flag}: choose one of {', '.join(sorted(PRESETS))}")
+    if not (math.isfinite(args.budget_s) and args.budget_s > 0):
+        fail(f"--budget-s must be a positive number of seconds, got {args.budget_s}")
+    if args.repeats < 1:
+        fail(f"--repeats must be at least 1, got {args.repeats}")
+    if args.chart and ablate.charts_missing():
+        fail(ablate.charts_missing())
+    out_dir = Path(args.out) if args.out else None
+    if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
+        fail(f"--out {out_dir} is not empty: ablate writes a fresh directory of runs")
+    env = preset(args.base).env.env
+    shared = compare.parse_overrides(" ".join(args.set or []), "set", env)
+    if args.env_option:
+        shared["options"] = {**shared.get("options", {}), **parse_env_options(args.env_option)}
+    plan = ablate.variants(args.base, args.target)
+    for variant in plan:  # every row's config checked before the first run
+        ablate.variant_config(args.base, variant, shared)
+    seeds = args.seed or [1]
+    try:
+        results, flags = ablate.run_ablation(
+            args.base, plan, shared, args.budget_s, seeds, args.repeats, out_dir
+        )
+    except compare.RunFailed as e:
+        fail(f"a profile run failed: {e}", EXIT_FAILED)
+    except KeyboardInterrupt:
+        kept = f"; the runs so far are in {out_dir}" if out_dir else ""
+        print(f"\nrlperf: interrupted before every run finished{kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    rows = ablate.build_rows(plan, results, flags)
+    print(ablate.render(rows, args.target, args.budget_s, seeds, args.repeats))
+    summary = ablate.to_json(
+        rows, args.base, args.target, shared, args.budget_s, seeds, args.repeats
+    )
+    for path in [args.json, out_dir / "ablate.json" if out_dir else None]:
+        if path:
+            Path(path).write_text(json.dumps(summary, indent=2) + "\n")
+            print(f"\nablation: {path}")
+    if args.chart:
+        print(f"chart: {ablate.write_chart(rows, args.chart)}")
+    return EXIT_OK
+
+
 def _section(name: str) -> str:
     from rlperf.config import field_index
 
@@ -172,7 +224,7 @@ def _section(name: str) -> str:
 
 # -- registration ----------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``profile``, ``analyze`` and ``compare``."""
+    """Add ``profile``, ``analyze``, ``compare`` and ``ablate``."""
     from rlperf.profiling.profile_run import DEFAULT_STEPS, add_profile_flags, cmd_profile
 
     profile = subparsers.add_parser(
@@ -223,3 +275,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_config_flags(compare)
     compare.set_defaults(func=cmd_compare)
+
+    from rlperf.profiling.ablate import DEFAULT_BUDGET_S
+
+    ablate = subparsers.add_parser(
+        "ablate",
+        help="what each knob of a preset buys: SPS and wall time to the base's return",
+        description=(
+            "Train the base preset, each knob of the target applied alone to the base, and the "
+            "target, each under the same wall-clock budget in fresh processes, interleaved; "
+            "print SPS, speedup, time to the base's final return and the phase that moved most."
+        ),
+    )
+    ablate.add_argument("--base", default="original", help="base preset (default: original)")
+    ablate.add_argument(
+        "--target", default="ultra_fast", help="preset whose knobs are measured (ultra_fast)"
+    )
+    ablate.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help=f"wall-clock seconds of training per run (default {DEFAULT_BUDGET_S:g})",
+    )
+    ablate.add_argument(
+        "--repeats", type=int, default=1, help="rounds over every variant and seed (default 1)"
+    )
+    ablate.add_argument(
+        "--seed", type=int, nargs="+", metavar="N", help="seeds, each a run of every variant (1)"
+    )
+    ablate.add_argument(
+        "--env-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="env option for every variant (repeatable)",
+    )
+    ablate.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="config field for every variant, over the presets' and the knobs' values "
+        "(repeatable; e.g. --set threads=1)",
+    )
+    ablate.add_argument("--out", metavar="DIR", help="keep every run and DIR/ablate.json")
+    ablate.add_argument("--json", metavar="FILE", help="write the table's every row as JSON")
+    ablate.add_argument(
+        "--chart", metavar="PNG", help="SPS speedups and return curves (needs rlperf[charts])"
+    )
+    ablate.set_defaults(func=cmd_ablate)

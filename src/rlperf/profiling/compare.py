@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlperf.config import ConfigError, field_index, parse_option_value
+from rlperf.config import ConfigError, field_index, flag_name, parse_option_value
 from rlperf.profiling.report import load_report
 from rlperf.timing import names
 
@@ -248,13 +248,13 @@ def to_flags(settings: dict[str, Any]) -> list[str]:
     """Config values as ``rlperf train`` command-line flags."""
     flags: list[str] = []
     for key, value in settings.items():
-        flag = "--" + key.replace("_", "-")
+        flag = flag_name(key)  # not always --<key>: policy.kind is --policy
         if key == "options":
             for name, option in value.items():
                 text = str(option).lower() if isinstance(option, bool) else str(option)
                 flags += ["--env-option", f"{name}={text}"]
         elif isinstance(value, bool):
-            flags.append(flag if value else "--no-" + key.replace("_", "-"))
+            flags.append(flag if value else "--no-" + flag.removeprefix("--"))
         elif isinstance(value, (tuple, list)):
             flags += [flag, *(str(v) for v in value)]
         else:
@@ -324,17 +324,22 @@ def explain(
             [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0] or [1.0]) - 1.0))  # fmt: skip
         if biggest.name not in chosen:
             chosen.append(biggest.name)
-    out = []
-    for name in chosen:
-        c = by_name[name]
-        ratios = [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0]
-        if not ratios or not measured:
-            continue
-        share = statistics.median(_share(r, name) for r in a_reports)
-        speedup = statistics.median(ratios)
-        predicted = 1.0 / ((1.0 - share) + share / speedup)
-        out.append(Explanation(name, share, speedup, predicted, measured))
-    return out
+    out = [explain_section(a_reports, by_name[name], measured) for name in chosen]
+    return [e for e in out if e is not None]
+
+
+def explain_section(
+    a_reports: list[dict[str, Any]], c: Comparison, measured: list[float]
+) -> Explanation | None:
+    """Amdahl's prediction for section ``c`` against the paired SPS speedups ``measured``
+    (None when the section never ran on one side)."""
+    ratios = [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0]
+    if not ratios or not measured:
+        return None
+    share = statistics.median(_share(r, c.name) for r in a_reports)
+    speedup = statistics.median(ratios)
+    predicted = 1.0 / ((1.0 - share) + share / speedup)
+    return Explanation(c.name, share, speedup, predicted, measured)
 
 
 def render_explanation(explanations: list[Explanation]) -> str:

@@ -59,6 +59,13 @@ class TrainingLog:
         self.bar = ProgressBar(run.total_steps, enabled=run.progress)
         self.timer = RolloutTimer(prof, run.summary_every) if run.summary_every else None
         self.iteration = iteration
+        self.max_wall_s = run.max_wall_s
+        self.wall_s = 0.0  # at the last row
+
+    @property
+    def budget_spent(self) -> bool:
+        """The wall-clock budget (``--max-wall-s``) ran out by the last row (never without one)."""
+        return 0 < self.max_wall_s <= self.wall_s
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -76,11 +83,14 @@ class TrainingLog:
     def row(self, iteration: int, global_step: int, fields: dict[str, Any]) -> dict[str, Any]:
         """The iteration's metrics row: ``fields`` with SPS and section seconds, written out."""
         self.iteration = iteration
-        self.meter.tick(time.perf_counter(), global_step)
+        now = time.perf_counter()
+        self.meter.tick(now, global_step)
+        self.wall_s = now - self.t_start
         now_sections = self.prof.snapshot_ns()
         row = {
             "iteration": iteration,
             "global_step": global_step,
+            "wall_s": self.wall_s,
             "sps": self.meter.windowed_sps(),
             "sps_cumulative": self.meter.cumulative_sps(),
             **fields,
@@ -110,6 +120,8 @@ class TrainingLog:
             "sps_counted_steps": self.meter.counted_steps,
             "sps_counted_s": self.meter.counted_s,
             "wall_s": time.perf_counter() - self.t_start,
+            "max_wall_s": self.max_wall_s,
+            "budget_spent": self.budget_spent,
             **fields,
             "sections": seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
         }
