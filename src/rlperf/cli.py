@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,7 +31,14 @@ from rlperf.config import (
     preset,
     set_field,
 )
-from rlperf.run.run_dir import TENSORBOARD_DIR, describe_files, remove_files, run_files
+from rlperf.run.run_dir import (
+    SUMMARY_NAME,
+    TENSORBOARD_DIR,
+    describe_files,
+    remove_files,
+    run_files,
+    write_json_atomic,
+)
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -40,7 +49,7 @@ COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
 # Settings that may change when resuming; any other explicit flag must match the checkpoint.
 RESUMABLE_OVERRIDES = {
     "total_steps", "threads", "progress", "checkpoint_every", "sps_window_s", "warmup_iters",
-    "cuda_sync",
+    "cuda_sync", "telemetry", "telemetry_interval_s",
 }  # fmt: skip
 
 
@@ -156,6 +165,59 @@ def attach_tensorboard(trainer: Any, log_dir: Path, resumed: bool) -> Any:
     return logger
 
 
+def add_display_flags(parser: argparse.ArgumentParser) -> None:
+    """Add --dashboard (``train``)."""
+    parser.add_argument_group("display").add_argument(
+        "--dashboard",
+        action="store_true",
+        help="a live view of the run in the terminal (SPS, time left, phases, utilisation, "
+        "return, losses) instead of the progress line; needs stdout to be a terminal",
+    )
+
+
+def check_display_flags(args: argparse.Namespace) -> None:
+    """--dashboard needs a terminal on stdout; fails before any work."""
+    if getattr(args, "dashboard", False) and not sys.stdout.isatty():
+        fail(
+            "--dashboard needs a terminal, and stdout is a file or a pipe: leave --dashboard "
+            "out, and the plain progress line on stderr reports the run"
+        )
+
+
+@contextmanager
+def run_views(trainer: Any, args: argparse.Namespace) -> Iterator[Any]:
+    """Telemetry (``--telemetry``, the default) and the dashboard (``--dashboard``) around a
+    ``trainer.train()`` call; yields the :class:`~rlperf.run.telemetry.Telemetry` or None.
+
+    On the way out, also on Ctrl-C or a failed run, the run's telemetry block joins the
+    trainer's summary (the dict ``train()`` returned, ``trainer.last_summary``) and its
+    ``summary.json``.
+    """
+    from rlperf.run.dashboard import Dashboard
+    from rlperf.run.telemetry import Telemetry
+
+    run = trainer.cfg.run
+    telemetry = Telemetry(run.telemetry_interval_s) if run.telemetry else None
+    dashboard = None
+    if getattr(args, "dashboard", False):
+        run.progress = False  # the dashboard shows progress; the bar would scroll through it
+        dashboard = Dashboard.for_trainer(trainer, telemetry)
+        trainer.callbacks.append(dashboard)
+    try:
+        with ExitStack() as views:
+            if telemetry is not None:
+                views.enter_context(telemetry)
+            if dashboard is not None:
+                views.enter_context(dashboard)
+            yield telemetry
+    finally:
+        summary = getattr(trainer, "last_summary", None)
+        if telemetry is not None and summary is not None:
+            summary.update(telemetry.summary_fields())
+            if run.run_dir:
+                write_json_atomic(Path(run.run_dir) / SUMMARY_NAME, summary)
+
+
 def _section_of(name: str) -> str:
     return field_index()[name][0]
 
@@ -244,6 +306,10 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
     )
     print(render(build_rows(get_profiler().stats(), summary["wall_s"]), summary["wall_s"],
                  title=rows_title))  # fmt: skip
+    if "telemetry" in summary:
+        from rlperf.run.telemetry import describe
+
+        print("\n" + describe(summary["telemetry"]))
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -251,6 +317,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from rlperf.run.checkpoint import CHECKPOINT_NAME
 
     check_output_flags(args)
+    check_display_flags(args)
     target = target_run_dir(args)
     if args.tensorboard and target is None:
         fail(f"--tensorboard needs --run-dir: the scalars are written to RUN_DIR/{TENSORBOARD_DIR}")
@@ -263,7 +330,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         attach_tensorboard(trainer, target / TENSORBOARD_DIR, resumed) if args.tensorboard else None
     )
     try:
-        summary = trainer.train(run_dir, resumed=resumed)
+        with run_views(trainer, args):
+            summary = trainer.train(run_dir, resumed=resumed)
     except NonFiniteLossError as e:
         has_checkpoint = run_dir and (Path(run_dir) / CHECKPOINT_NAME).is_file()
         kept = f"; last good checkpoint kept in {run_dir}" if has_checkpoint else ""
@@ -289,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train PPO and print SPS and the phase breakdown")
     add_config_flags(train)
     add_output_flags(train)
+    add_display_flags(train)
     train.set_defaults(func=cmd_train)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

@@ -150,6 +150,12 @@ class RunConfig:
     warmup_iters: int = _f(2, "first iterations left out of cumulative SPS")
     cuda_sync: bool = _f(True, "synchronise CUDA at section boundaries so sections are exact")
     progress: bool = _f(True, "show a progress bar on stderr")
+    telemetry: bool = _f(
+        True,
+        "sample CPU use and memory of the trainer and its worker processes, and NVIDIA GPU use "
+        "(with nvidia-ml-py), in a background thread, into metrics.jsonl and summary.json",
+    )
+    telemetry_interval_s: float = _f(1.0, "seconds between two telemetry samples")
     summary_every: int = _f(
         0,
         "print the rollout timing block (ms per rollout: student forward, teacher and its "
@@ -210,6 +216,7 @@ class Config:
             "learning_rate": self.ppo.learning_rate,
             "adam_eps": self.ppo.adam_eps,
             "sps_window_s": self.run.sps_window_s,
+            "telemetry_interval_s": self.run.telemetry_interval_s,
             "lstm_hidden_size": self.policy.lstm_hidden_size,
             "cnn_features": self.policy.cnn_features,
             "convlstm_channels": self.policy.convlstm_channels,
