@@ -193,13 +193,14 @@ def run_views(trainer: Any, args: argparse.Namespace) -> Iterator[Any]:
     trainer's summary (the dict ``train()`` returned, ``trainer.last_summary``) and its
     ``summary.json``.
     """
-    from rlperf.run.dashboard import Dashboard
     from rlperf.run.telemetry import Telemetry
 
     run = trainer.cfg.run
     telemetry = Telemetry(run.telemetry_interval_s) if run.telemetry else None
     dashboard = None
     if getattr(args, "dashboard", False):
+        from rlperf.run.dashboard import Dashboard
+
         run.progress = False  # the dashboard shows progress; the bar would scroll through it
         dashboard = Dashboard.for_trainer(trainer, telemetry)
         trainer.callbacks.append(dashboard)

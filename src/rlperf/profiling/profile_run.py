@@ -34,6 +34,7 @@ from rlperf.cli import (
     fail,
     print_summary,
     refuse_existing_run,
+    run_views,
     target_run_dir,
 )
 from rlperf.profiling.cprofile import CProfileCapture
@@ -314,7 +315,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     captures.start()
     outside_ns += _measurement_ns(prof)
     try:
-        summary = trainer.train(run_dir_name, resumed=resumed)
+        with run_views(trainer, args):
+            summary = trainer.train(run_dir_name, resumed=resumed)
     except NonFiniteLossError as e:
         print(f"rlperf: error: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -336,6 +338,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             prof.stats(),
             trainer.cfg.to_dict(),
             memory=captures.memory.totals() if captures.memory else None,
+            telemetry=summary.get("telemetry"),
             memory_mb=captures.memory.peaks_mb() if captures.memory else None,
             artifacts={
                 "torch_traces": [str(p) for p in captures.traces],
