@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.panel import Panel
-from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
 from rlperf.run.telemetry import Telemetry
@@ -69,104 +67,88 @@ class DashboardView:
             self.sections_s[path] = self.sections_s.get(path, 0.0) + seconds
 
 
-def _header(view: DashboardView) -> Table:
+# A line of a frame: (text, rich style). Frames are laid out with format strings into one rich
+# Text: rich's Table measures every cell at every redraw, 9-12 ms of CPU per frame of this size
+# on the development box against 0.7 ms for the same frame as Text (docs/profiling.md), and
+# the trainer's thread pays for each redraw.
+Line = tuple[str, str]
+BAR_WIDTH = 10  # characters of a phase's share bar (100%)
+PHASE_WIDTH = 44  # the phases column
+
+
+def _header(view: DashboardView) -> list[Line]:
     row = view.row
     step, sps = row.get("global_step", 0), row.get("sps", 0.0)
-    left = (view.total_steps - step) / sps if sps > 0 else None
-    table = Table.grid(padding=(0, 2))
-    for _ in range(5):
-        table.add_column()
-    table.add_row(
-        Text.from_markup(f"[bold]Steps[/] {abbreviate(step)} / {abbreviate(view.total_steps)}"),
-        Text.from_markup(f"[bold]SPS[/] {abbreviate(sps)}"),
-        Text.from_markup(f"[bold]Elapsed[/] {duration(view.elapsed_s)}"),
-        Text.from_markup(f"[bold]Left[/] {'n/a' if left is None else duration(left)}"),
-        Text.from_markup(f"[bold]Iteration[/] {row.get('iteration', 0)}"),
-    )
-    bar = ProgressBar(total=max(view.total_steps, 1), completed=step, width=60)
-    return _stack(table, bar)
+    left = duration((view.total_steps - step) / sps) if sps > 0 else "n/a"
+    done = min(step / max(view.total_steps, 1), 1.0)
+    filled = round(done * 40)
+    return [
+        (
+            f"Steps {abbreviate(step)} / {abbreviate(view.total_steps)}  SPS {abbreviate(sps)}  "
+            f"Elapsed {duration(view.elapsed_s)}  Left {left}  Iteration {row.get('iteration', 0)}",
+            "bold",
+        ),
+        (f"{'━' * filled}{'─' * (40 - filled)} {done:4.0%}", "cyan"),
+        ("", ""),
+    ]
 
 
-def _stack(*items: RenderableType) -> Table:
-    grid = Table.grid()
-    for item in items:
-        grid.add_row(item)
-    return grid
+def _phases(sections_s: dict[str, float]) -> list[Line]:
+    """Top-level sections and their children: seconds so far, share of the timed time."""
+    lines: list[Line] = [(f"{'Phase':<22}{'s':>8}{'%':>6}", "bold underline")]
+    top = [p for p in sections_s if "/" not in p]
+    timed_s = sum(sections_s[p] for p in top) or 1.0
+
+    def line(name: str, seconds: float, style: str) -> Line:
+        share = seconds / timed_s
+        bar = "█" * round(share * BAR_WIDTH)
+        return (f"{name:<22.22}{seconds:>8.2f}{100 * share:>6.1f} {bar}", style)
+
+    for parent in top:
+        lines.append(line(parent, sections_s[parent], "bold"))
+        for path, seconds in sections_s.items():
+            if path.count("/") == 1 and path.startswith(parent + "/"):
+                lines.append(line("  " + path.split("/", 1)[1], seconds, ""))
+    return lines
 
 
-def _table(*columns: str) -> Table:
-    """A borderless table: the first column's header names it, the others are right-aligned."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
-    table.add_column(columns[0], style="bold")
-    for name in columns[1:]:
-        table.add_column(name, justify="right")
-    return table
+def _learning(row: dict[str, Any]) -> list[Line]:
+    ret = row.get("mean_return")
+    lines: list[Line] = [
+        (f"{'Learning':<24}", "bold underline"),
+        (f"{'mean return':<14}{'n/a' if ret is None else f'{ret:.2f}':>10}", "bold"),
+        (f"{'episodes':<14}{row.get('episodes', 0):>10,}", ""),
+    ]
+    if "phase" in row:
+        lines.append((f"{'phase':<14}{row['phase']:>10}", ""))
+    lines += [(f"{key:<14}{row[key]:>10.4g}", "") for key in LOSS_KEYS if key in row]
+    return lines
 
 
-def _utilisation(telemetry: dict[str, Any]) -> RenderableType:
+def _utilisation(telemetry: dict[str, Any]) -> list[Line]:
     if not telemetry:
-        return Text("Utilisation: waiting for the first telemetry sample (--no-telemetry: none)")
-    table = _table("Utilisation", "CPU %", "memory")
+        return [("Utilisation: no telemetry sample yet (none with --no-telemetry)", "dim")]
+    lines: list[Line] = [(f"{'Utilisation':<26}{'CPU %':>7}{'memory':>22}", "bold underline")]
+
+    def line(name: str, cpu: float | None, memory: str) -> Line:
+        return (f"{name:<26.26}{'' if cpu is None else f'{cpu:.0f}':>7}{memory:>22}", "")
+
     trainer = telemetry.get("trainer", {})
-    table.add_row(
-        "trainer", _fmt(trainer.get("cpu_pct_max"), "{:.0f}"), _mb(trainer.get("rss_mb_max"))
-    )
+    lines.append(line("trainer", trainer.get("cpu_pct_max"), _mb(trainer.get("rss_mb_max"))))
     workers = telemetry.get("workers_total")
     if workers:
         n = len(telemetry.get("workers", []))
-        table.add_row(
-            f"workers ({n})", _fmt(workers.get("cpu_pct_max"), "{:.0f}"), _mb(workers["rss_mb_max"])
-        )
+        lines.append(line(f"workers ({n})", workers.get("cpu_pct_max"), _mb(workers["rss_mb_max"])))
     machine = telemetry.get("machine", {})
     mem = machine.get("mem_used_pct_max")
-    table.add_row(
-        "machine (all cores)",
-        _fmt(machine.get("cpu_pct_max"), "{:.0f}"),
-        "" if mem is None else f"{mem:.0f}% used",
-    )
+    used = "" if mem is None else f"{mem:.0f}% used"
+    lines.append(line("machine (all cores)", machine.get("cpu_pct_max"), used))
     for gpu in telemetry.get("gpus", []):
-        used, total = gpu.get("mem_used_mb_max"), gpu["mem_total_mb"]
-        table.add_row(
-            f"GPU {gpu['index']} {gpu['name']}",
-            _fmt(gpu.get("util_pct_max"), "{:.0f}"),
-            f"{_mb(used)} / {_mb(total)}",
-        )
+        memory = f"{_mb(gpu.get('mem_used_mb_max'))} / {_mb(gpu['mem_total_mb'])}"
+        lines.append(line(f"GPU {gpu['index']} {gpu['name']}", gpu.get("util_pct_max"), memory))
     if "note" in telemetry:
-        return _stack(table, Text(telemetry["note"], style="dim"))
-    return table
-
-
-def _phases(sections_s: dict[str, float]) -> Table:
-    """Top-level sections and their children, seconds and share of the timed time."""
-    table = _table("Phase", "s", "%")
-    top = [p for p in sections_s if "/" not in p]
-    timed_s = sum(sections_s[p] for p in top) or 1.0
-    for parent in top:
-        table.add_row(
-            parent, f"{sections_s[parent]:.2f}", f"{100 * sections_s[parent] / timed_s:.1f}"
-        )
-        for path, seconds in sections_s.items():
-            if path.count("/") == 1 and path.startswith(parent + "/"):
-                child = path.split("/", 1)[1]
-                table.add_row(f"  {child}", f"{seconds:.2f}", f"{100 * seconds / timed_s:.1f}")
-    return table
-
-
-def _learning(row: dict[str, Any]) -> Table:
-    table = _table("Learning", "")
-    ret = row.get("mean_return")
-    table.add_row("mean return", "n/a" if ret is None else f"{ret:.2f}")
-    table.add_row("episodes", f"{row.get('episodes', 0):,}")
-    if "phase" in row:
-        table.add_row("phase", str(row["phase"]))
-    for key in LOSS_KEYS:
-        if key in row:
-            table.add_row(key, f"{row[key]:.4g}")
-    return table
-
-
-def _fmt(value: float | None, fmt: str) -> str:
-    return "" if value is None else fmt.format(value)
+        lines.append((telemetry["note"], "dim"))
+    return lines
 
 
 def _mb(value: float | None) -> str:
@@ -177,16 +159,24 @@ def _mb(value: float | None) -> str:
 
 def render(view: DashboardView) -> RenderableType:
     """One frame of the dashboard."""
-    body = Table.grid(padding=(0, 3))
-    body.add_column(vertical="top")
-    body.add_column(vertical="top")
-    body.add_row(_phases(view.sections_s), _learning(view.row))
-    return Panel(
-        Group(_header(view), Text(""), body, Text(""), _utilisation(view.telemetry)),
-        title=f"[bold]rlperf[/] {view.title}",
-        title_align="left",
-        box=box.ROUNDED,
-    )
+    frame: list[list[Line]] = [[line] for line in _header(view)]
+    phases, learning = _phases(view.sections_s), _learning(view.row)
+    blank: Line = ("", "")
+    for i in range(max(len(phases), len(learning))):
+        (left, left_style), right = (
+            phases[i] if i < len(phases) else blank,
+            learning[i] if i < len(learning) else blank,
+        )
+        frame.append([(f"{left:<{PHASE_WIDTH}}", left_style), ("   ", ""), right])
+    frame.append([blank])
+    frame += [[line] for line in _utilisation(view.telemetry)]
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, pieces in enumerate(frame):
+        for piece, style in pieces:
+            text.append(piece, style)
+        if i < len(frame) - 1:
+            text.append("\n")
+    return Panel(text, title=f"[bold]rlperf[/] {view.title}", title_align="left", box=box.ROUNDED)
 
 
 class Dashboard:
