@@ -198,7 +198,7 @@ class Dashboard:
         title: str,
         total_steps: int,
         telemetry: Telemetry | None = None,
-        refresh_s: float = 0.5,
+        refresh_s: float = 1.0,
         console: Console | None = None,
     ) -> None:
         self.view = DashboardView(title, total_steps)
@@ -226,8 +226,10 @@ class Dashboard:
     def stop(self) -> None:
         """Draw the last frame and give the terminal back (idempotent)."""
         if self._live.is_started:
-            self.draw()
-            self._live.stop()
+            try:
+                self.draw()
+            finally:
+                self._live.stop()  # the terminal back (cursor, stdout, stderr) whatever happened
 
     def __enter__(self) -> Dashboard:
         return self.start()
