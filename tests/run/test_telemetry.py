@@ -219,6 +219,19 @@ def test_describe_names_every_part(monkeypatch) -> None:
     assert "machine CPU" in line and "GPU 0 " in line and "memory" in line
 
 
+def test_a_restarted_sampler_covers_only_its_new_run(monkeypatch) -> None:
+    nvml = fake_nvml(devices=1)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    telemetry = Telemetry(NEVER_S)
+    for _ in range(2):  # one sampler across two train() calls
+        with telemetry:
+            telemetry.sample()
+        block = telemetry.summary_fields()["telemetry"]
+        assert block["samples"] == 2 and len(block["gpus"]) == 1
+    with telemetry, pytest.raises(RuntimeError, match="already running"):
+        telemetry.start()
+
+
 def test_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Telemetry(0.0)

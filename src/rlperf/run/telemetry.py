@@ -99,6 +99,7 @@ class NvmlReader:
         self.devices: list[dict[str, Any]] = []  # index, name, mem_total_mb
 
     def open(self) -> str | None:
+        self._handles, self.devices = [], []
         try:
             import pynvml  # the module of the nvidia-ml-py package
         except ImportError:
@@ -180,22 +181,30 @@ class Telemetry:
         self.trainer = psutil.Process(pid)
         self.worker_pids = set(worker_pids)
         self.scan_s = scan_s
-        self._scanned_at = -float("inf")
-        self._workers: dict[int, psutil.Process] = {}  # kept: cpu_percent() needs the last read
         self._gpu = NvmlReader()
         self.note: str | None = None
-        self._note_given = False
         self._lock = threading.Lock()
-        self._since_row = Accumulator()
-        self._run = Accumulator()
-        self._latest: Reading = {}
-        self._sample_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        """Forget every sample (a new start)."""
+        self._scanned_at = -float("inf")
+        self._workers: dict[int, psutil.Process] = {}  # kept: cpu_percent() needs the last read
+        self._since_row, self._run = Accumulator(), Accumulator()
+        self._latest: Reading = {}
+        self._sample_s = 0.0
+        self._note_given = False
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> Telemetry:
-        """Open NVML, start every CPU clock and the sampling thread."""
+        """Open NVML, start every CPU clock and the sampling thread. A stopped sampler starts
+        afresh: the blocks after a new start cover only what follows it."""
+        if self._thread is not None:
+            raise RuntimeError("telemetry is already running")
+        self._stop.clear()
+        self._clear()
         self.note = self._gpu.open()
         self.trainer.cpu_percent(None)
         psutil.cpu_percent(None)
