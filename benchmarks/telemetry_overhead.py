@@ -13,7 +13,7 @@ in an order rotated from round to round:
 Separate runs on a shared machine differ by tens of percent from one minute to the next; adjacent
 blocks of one run see nearly the same machine, so each round gives a paired figure:
 ``1 - SPS_telemetry / SPS_plain`` for the sampler and ``1 - SPS_dashboard / SPS_telemetry`` for
-the dashboard, shown as median [min to max] over the rounds. Beside them, the direct estimates:
+the dashboard, shown as median [min-max] over the rounds. Beside them, the direct estimates:
 the sampler's CPU time per sample over the interval, and the ``measurement/dashboard`` section's
 share of the dashboard blocks' time.
 
@@ -26,11 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import threading
 import time
 from typing import Any
 
+from profiler_overhead import spread  # the sibling script (its folder is on sys.path)
 from rich.console import Console
 
 from rlperf.config import Config
@@ -76,13 +76,6 @@ class Blocks:
             return
         (self.gate.set if self._mode != "plain" else self.gate.clear)()
         self._t0, self._dash_ns0 = time.perf_counter(), dash_ns
-
-
-def spread(values: list[float], fmt: str) -> str:
-    return (
-        f"{fmt.format(statistics.median(values))} "
-        f"[{fmt.format(min(values))} to {fmt.format(max(values))}]"
-    )
 
 
 def main() -> None:
