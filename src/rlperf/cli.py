@@ -16,6 +16,8 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -34,7 +36,12 @@ from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.distributed.launch import add_launch_flags
 from rlperf.envs.registry import EnvOptionError, UnknownEnvError
 from rlperf.run.checkpoint import CheckpointError
-from rlperf.run.run_dir import TENSORBOARD_DIR, describe_files, remove_files, run_files
+from rlperf.run.run_dir import (
+    TENSORBOARD_DIR,
+    describe_files,
+    remove_files,
+    run_files,
+)
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -47,7 +54,7 @@ COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
 # Settings that may change when resuming; any other explicit flag must match the checkpoint.
 RESUMABLE_OVERRIDES = {
     "total_steps", "threads", "oversubscribe", "progress", "checkpoint_every", "sps_window_s",
-    "warmup_iters", "cuda_sync", "max_wall_s",
+    "warmup_iters", "cuda_sync", "max_wall_s", "telemetry", "telemetry_interval_s",
 }  # fmt: skip
 
 
@@ -166,6 +173,44 @@ def attach_tensorboard(trainer: Any, log_dir: Path, resumed: bool) -> Any:
     return logger
 
 
+def add_display_flags(parser: argparse.ArgumentParser) -> None:
+    """Add --dashboard (``train``)."""
+    parser.add_argument_group("display").add_argument(
+        "--dashboard",
+        action="store_true",
+        help="a live view of the run in the terminal (SPS, time left, phases, utilisation, "
+        "return, losses) instead of the progress line; needs stdout to be a terminal",
+    )
+
+
+def check_display_flags(args: argparse.Namespace) -> None:
+    """--dashboard needs a terminal on stdout; fails before any work."""
+    if getattr(args, "dashboard", False) and not sys.stdout.isatty():
+        fail(
+            "--dashboard needs a terminal, and stdout is a file or a pipe: leave --dashboard "
+            "out, and the plain progress line on stderr reports the run"
+        )
+
+
+@contextmanager
+def run_views(trainer: Any, args: argparse.Namespace) -> Iterator[Any]:
+    """The dashboard (``--dashboard``) around a ``trainer.train()`` call; yields the trainer's
+    :class:`~rlperf.run.telemetry.Telemetry` (None with ``--no-telemetry``), which the run's
+    log samples into every metrics row and the summary."""
+    run = trainer.cfg.run
+    dashboard = None
+    if getattr(args, "dashboard", False):
+        from rlperf.run.dashboard import Dashboard
+
+        run.progress = False  # the dashboard shows progress; the bar would scroll through it
+        dashboard = Dashboard.for_trainer(trainer, trainer.telemetry)
+        trainer.callbacks.append(dashboard)
+    with ExitStack() as views:
+        if dashboard is not None:
+            views.enter_context(dashboard)
+        yield trainer.telemetry
+
+
 def _section_of(name: str) -> str:
     return field_index()[name][0]
 
@@ -268,12 +313,17 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
     )
     print(render(build_rows(get_profiler().stats(), summary["wall_s"]), summary["wall_s"],
                  title=rows_title))  # fmt: skip
+    if "telemetry" in summary:
+        from rlperf.run.telemetry import describe
+
+        print("\n" + describe(summary["telemetry"]))
 
 
 def check_run_flags(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
     """Output flags and the run directory, before any work: (target run dir, the earlier
     run's files ``--overwrite`` will remove)."""
     check_output_flags(args)
+    check_display_flags(args)
     target = target_run_dir(args)
     if args.tensorboard and target is None:
         fail(f"--tensorboard needs --run-dir: the scalars are written to RUN_DIR/{TENSORBOARD_DIR}")
@@ -341,7 +391,8 @@ def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
     if args.tensorboard and ranks.is_main:
         logger = attach_tensorboard(trainer, target / TENSORBOARD_DIR, resumed)
     try:
-        summary = trainer.train(run_dir, resumed=resumed)
+        with run_views(trainer, args):
+            summary = trainer.train(run_dir, resumed=resumed)
     except (NonFiniteLossError, WorkerError) as e:  # a failed env worker: named, one line
         has_checkpoint = run_dir and (Path(run_dir) / CHECKPOINT_NAME).is_file()
         kept = f"; last good checkpoint kept in {run_dir}" if has_checkpoint else ""
@@ -374,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_flags(train)
     add_output_flags(train)
     add_launch_flags(train)
+    add_display_flags(train)
     train.set_defaults(func=cmd_train)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

@@ -213,6 +213,12 @@ class RunConfig:
         "wall-clock budget in seconds: stop after the iteration during which it ran out, with "
         "the summary and checkpoint written as at the end (0: none)",
     )
+    telemetry: bool = _f(
+        True,
+        "sample CPU use and memory of the trainer and its worker processes, and NVIDIA GPU use "
+        "(with nvidia-ml-py), in a background thread, into metrics.jsonl and summary.json",
+    )
+    telemetry_interval_s: float = _f(1.0, "seconds between two telemetry samples")
     summary_every: int = _f(
         0,
         "print the rollout timing block (ms per rollout: student forward, teacher and its "
@@ -274,6 +280,7 @@ class Config:
             "learning_rate": self.ppo.learning_rate,
             "adam_eps": self.ppo.adam_eps,
             "sps_window_s": self.run.sps_window_s,
+            "telemetry_interval_s": self.run.telemetry_interval_s,
             "lstm_hidden_size": self.policy.lstm_hidden_size,
             "cnn_features": self.policy.cnn_features,
             "convlstm_channels": self.policy.convlstm_channels,

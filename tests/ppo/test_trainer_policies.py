@@ -23,7 +23,7 @@ from rlperf.timing.sections import Profiler
 
 NUM_ENVS, NUM_STEPS = 8, 16
 BATCH = NUM_ENVS * NUM_STEPS
-TIMING_FIELDS = {"sps", "sps_cumulative", "sections_s", "wall_s"}
+TIMING_FIELDS = {"sps", "sps_cumulative", "sections_s", "wall_s", "telemetry"}
 WORKLOADS = {
     "mlp": {"policy__kind": "mlp"},
     "lstm": {"policy__kind": "lstm", "env__options": {"observe": "position"}},

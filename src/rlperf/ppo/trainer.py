@@ -74,6 +74,7 @@ from rlperf.run.checkpoint import (
 )
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.run.run_dir import CHECKPOINT_NAME
+from rlperf.run.telemetry import Telemetry
 from rlperf.run.training_log import TrainingLog
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
@@ -170,6 +171,8 @@ class Trainer:
             else None
         )
         self._prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
+        run = cfg.run
+        self.telemetry = Telemetry(run.telemetry_interval_s) if run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
 
@@ -298,7 +301,7 @@ class Trainer:
         sec, every = self.prof.section, self.cfg.run.checkpoint_every
         log = TrainingLog(
             self.cfg, self.prof, run_dir if self.ranks.is_main else None, resumed,
-            self.iteration, *self._prior_counted,
+            self.iteration, *self._prior_counted, self.telemetry,
         )  # fmt: skip
         checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
         log.start(self.global_step)

@@ -37,6 +37,7 @@ from rlperf.cli import (
     launch_ranks,
     print_summary,
     refuse_existing_run,
+    run_views,
     target_run_dir,
 )
 from rlperf.distributed.group import Ranks
@@ -338,7 +339,8 @@ def _profile_rank(args: argparse.Namespace, ranks: Ranks) -> int:
     captures.start()
     outside_ns += _measurement_ns(prof)
     try:
-        summary = trainer.train(run_dir_name, resumed=resumed)
+        with run_views(trainer, args):
+            summary = trainer.train(run_dir_name, resumed=resumed)
     except (NonFiniteLossError, WorkerError) as e:
         print(f"rlperf: error: {e}", file=sys.stderr)
         return EXIT_FAILED
@@ -366,6 +368,7 @@ def _profile_rank(args: argparse.Namespace, ranks: Ranks) -> int:
             prof.stats(),
             trainer.cfg.to_dict(),
             memory=captures.memory.totals() if captures.memory else None,
+            telemetry=summary.get("telemetry"),
             memory_mb=captures.memory.peaks_mb() if captures.memory else None,
             artifacts={
                 "torch_traces": [str(p) for p in captures.traces],

@@ -15,6 +15,9 @@ One JSON object::
       "totals": {"steps": 98304, "iterations": 48, "wall_s": 2.1, "sps": 51000.0,
                  "sps_windowed": 50500.0, "untimed_s": 0.003},
       "memory": null | {"cpu_peak_rss_mb": 612.0, "gpu_peak_allocated_mb": null},
+      "telemetry": null | {"samples": 9, "interval_s": 1.0, "trainer": {...}, "workers": [...],
+                           "machine": {...}, "gpus": [...] | absent, "note": "..." | absent,
+                           "sample_cpu_ms_mean": 0.8},
       "sections": [
         {"name": "rollout/env_step", "parent": "rollout", "calls": 1536, "total_s": 0.18,
          "mean_ms": 0.117, "min_ms": 0.06, "max_ms": 1.5, "pct": 8.6,
@@ -25,8 +28,10 @@ One JSON object::
 
 ``sps`` is cumulative steps per second after warm-up (the trainer's headline figure); ``pct`` is
 the share of ``wall_s``. ``cpu_peak_mb`` / ``gpu_peak_mb`` are null unless ``--memory`` was given;
-their meaning is in :mod:`rlperf.profiling.memory`. Sections are parents before children, in the
-order first entered. A reader must reject a file whose ``schema`` it does not know.
+their meaning is in :mod:`rlperf.profiling.memory`. ``telemetry`` is the whole run's block of
+:mod:`rlperf.run.telemetry` (null with ``--no-telemetry``, and in reports written before it was
+added: readers must accept its absence). Sections are parents before children, in the order first
+entered. A reader must reject a file whose ``schema`` it does not know.
 """
 
 from __future__ import annotations
@@ -162,6 +167,7 @@ def build_report(
     memory: dict[str, Any] | None = None,
     memory_mb: dict[str, tuple[float | None, float | None]] | None = None,
     artifacts: dict[str, Any] | None = None,
+    telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A schema ``rlperf.report/1`` report from a trainer summary and the section stats."""
     wall_s = float(summary["wall_s"])
@@ -180,6 +186,7 @@ def build_report(
             "untimed_s": max(wall_s - top_level_s, 0.0),
         },
         "memory": memory,
+        "telemetry": telemetry,
         "sections": sections,
         "artifacts": artifacts or {"torch_traces": [], "cprofile": None},
     }
@@ -223,6 +230,8 @@ def validate_report(report: Any) -> dict[str, Any]:
     _check_fields(report.get("totals"), TOTALS_FIELDS, "totals")
     if not isinstance(report.get("run"), dict):
         raise ReportError("run must be an object")
+    if not isinstance(report.get("telemetry"), (dict, type(None))):
+        raise ReportError("telemetry must be an object or null")
     sections = report.get("sections")
     if not isinstance(sections, list):
         raise ReportError("sections must be a list")

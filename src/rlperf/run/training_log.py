@@ -16,6 +16,7 @@ from rlperf.config import Config
 from rlperf.run.progress import ProgressBar
 from rlperf.run.rollout_timing import RolloutTimer, render_block
 from rlperf.run.run_dir import CHECKPOINT_NAME, RunDir
+from rlperf.run.telemetry import Telemetry
 from rlperf.run.throughput import Throughput
 from rlperf.timing.sections import Profiler
 
@@ -47,8 +48,9 @@ class TrainingLog:
         iteration: int,
         prior_steps: int,
         prior_s: float,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        self.prof = prof
+        self.prof, self.telemetry = prof, telemetry
         self.out = RunDir(run_dir) if run_dir is not None else None
         if self.out is not None:
             self.out.prepare()
@@ -79,6 +81,8 @@ class TrainingLog:
         self._sections_at_start = self._sections_logged = self.prof.snapshot_ns()
         if self.timer is not None:
             self.timer.start(self.iteration)
+        if self.telemetry is not None:
+            self.telemetry.start()
 
     def row(self, iteration: int, global_step: int, fields: dict[str, Any]) -> dict[str, Any]:
         """The iteration's metrics row: ``fields`` with SPS and section seconds, written out."""
@@ -97,6 +101,8 @@ class TrainingLog:
             "sections_s": seconds_since(self._sections_logged, now_sections),
         }
         self._sections_logged = now_sections
+        if self.telemetry is not None:
+            row.update(self.telemetry.row_fields())  # {} until the sampler's first reading
         if self.timer is not None and self.timer.due(iteration):
             timing_ms, span = self.timer.take(iteration)
             row["rollout_timing_ms"] = timing_ms
@@ -125,6 +131,9 @@ class TrainingLog:
             **fields,
             "sections": seconds_since(self._sections_at_start, self.prof.snapshot_ns()),
         }
+        if self.telemetry is not None:
+            self.telemetry.stop()  # takes a last reading
+            summary.update(self.telemetry.summary_fields())
         if self.out is not None:
             self.out.write_summary(summary)
             self.out.close()

@@ -86,7 +86,8 @@ CONVLSTM_CHILDREN = (
 MEASUREMENT = "measurement"
 TORCH_PROFILER = "torch_profiler"  # stepping torch.profiler, exporting its traces
 TENSORBOARD = "tensorboard"  # writing TensorBoard scalars
-MEASUREMENT_CHILDREN = (TORCH_PROFILER, TENSORBOARD)
+DASHBOARD = "dashboard"  # drawing the live terminal view (--dashboard)
+MEASUREMENT_CHILDREN = (TORCH_PROFILER, TENSORBOARD, DASHBOARD)
 
 
 def path(*names: str) -> str:
