@@ -174,7 +174,7 @@ def non_default_config() -> Config:
     cfg = Config()
     cfg.env.num_envs = 16
     cfg.policy.hidden_sizes = (32, 16, 8)
-    cfg.policy.fast_update = False
+    cfg.policy.analytic = False
     cfg.ppo.learning_rate = 1e-4
     cfg.ppo.clip_vloss = False
     cfg.run.seed = 42

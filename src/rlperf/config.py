@@ -92,11 +92,18 @@ class PolicyConfig:
     convlstm_sections: bool = _f(
         True, "time the ConvLSTM's stages as sections under policy_forward and update/loss"
     )
-    fast_update: bool = _f(
+    analytic: bool = _f(
         True,
-        "analytic-gradient update for discrete actions without masks, MLP and LSTM on flat "
-        "observations (same math as autograd, fewer ops; the LSTM's on the CPU, float32)",
+        "the analytic update (closed-form gradients, no autograd graph) where the policy "
+        "offers it: mlp and lstm on flat observations, one unmasked discrete action, fp32 "
+        "without --compile; the lstm's on the CPU with the kernel built (same math, fewer ops)",
     )
+
+    @property
+    def fast_update(self) -> bool:
+        """Transitional: the old name of :attr:`analytic`, read by ``ppo/trainer.py`` until it
+        chooses its update through ``ppo/update.analytic_update_applies``. Remove then."""
+        return self.analytic
 
 
 @dataclass
@@ -288,9 +295,15 @@ class Config:
         return self
 
 
+# Fields renamed since runs were first written: (section, old name) -> new name, so that a
+# run directory of an older version still resumes.
+RENAMED_FIELDS = {("policy", "fast_update"): "analytic"}
+
+
 def set_field(cfg: Config, section_name: str, key: str, value: Any) -> None:
     """Set ``cfg.<section>.<key>`` with the field's type, raising ConfigError if unknown."""
     section = getattr(cfg, section_name)
+    key = RENAMED_FIELDS.get((section_name, key), key)
     names = {f.name: f for f in dataclasses.fields(section)}
     if key not in names:
         raise ConfigError(f"unknown config field {section_name}.{key}")
@@ -385,8 +398,7 @@ def _robots_rgb(cfg: Config) -> Config:
     return cfg
 
 
-# name -> transformation of the default config. ``ultra_fast`` (large batches, torch.compile,
-# mixed precision) will be one more entry here.
+# name -> transformation of the default config.
 PRESETS: dict[str, Callable[[Config], Config]] = {
     "default": _default,
     "lstm": _lstm,

@@ -93,13 +93,12 @@ def test_optimizer_step_times_the_trainers_flat_adam() -> None:
 
 
 def test_ppo_loss_forward_writes_into_the_policys_gradient_buffers() -> None:
-    case, ready = _prepared("ppo_loss_forward")
-    batch = case.params["batch"]
+    _, ready = _prepared("ppo_loss_forward")
     # The policy and the statistics scratch are the case's own, captured by its closure.
     captured = inspect.getclosurevars(ready.run).nonlocals
     policy, stat_rows = captured["policy"], captured["stat_rows"]
-    _, _, grad_logits, grad_value = ready.run()
-    views_logits, views_value = policy.output_grad_views(batch)
+    _, cache, grad_logits, grad_value = ready.run()
+    views_logits, views_value = policy.output_grad_views(cache)
     assert grad_logits.data_ptr() == views_logits.data_ptr()
     assert grad_logits.stride() == views_logits.stride()
     assert grad_value.data_ptr() == views_value.data_ptr()

@@ -214,7 +214,11 @@ def _lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
         from rlperf.policies import lstm_cpu
     except ImportError as e:  # commits before the kernel
         raise CaseSkipped("no compiled LSTM kernel in this commit") from e
-    from rlperf.policies.lstm import LSTMUnroll
+    from rlperf.policies import lstm
+
+    # Named LSTMUnrollCPU and LSTMUnroll before the one analytic protocol.
+    compiled = getattr(lstm_cpu, "CompiledRecurrence", None) or lstm_cpu.LSTMUnrollCPU
+    torch_unroll = getattr(lstm, "TorchRecurrence", None) or lstm.LSTMUnroll
 
     if impl == "compiled" and not lstm_cpu.available():
         raise CaseSkipped("the compiled LSTM kernel is not built (no C compiler at install)")
@@ -228,9 +232,9 @@ def _lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
 
     def run() -> Any:
         if impl == "compiled":
-            hs = lstm_cpu.LSTMUnrollCPU.apply(xproj, keep, h0, c0, w_hh)
+            hs = compiled.apply(xproj, keep, h0, c0, w_hh)
         else:
-            hs = LSTMUnroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
+            hs = torch_unroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
         return torch.autograd.grad(hs, (xproj, w_hh), grad)
 
     return Prepared(run, num_steps * num_envs, "samples")
@@ -239,7 +243,7 @@ def _lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
 def _lstm_network(num_steps: int, num_envs: int, impl: str) -> Prepared:
     """The whole LSTM actor-critic of position-only CartPole (encoder 64-64, LSTM 64, heads),
     forward and backward over a (T, B) minibatch from given output gradients: the compiled
-    network (``lstm_cpu.CompiledNet``, one call each way) or autograd through the same modules
+    network (``native.CompiledNet``, one call each way) or autograd through the same modules
     (the recurrence through the compiled kernel's autograd node where it is built)."""
     import torch
 
@@ -436,12 +440,15 @@ def _loss_and_head_grads(batch: int) -> tuple[Any, Callable[[], tuple[Any, ...]]
 
     policy, mb = _minibatch(batch)
     coefs, stat_rows = LossCoefs(), torch.empty(len(STAT_NAMES), batch)
+    protocol = _analytic_protocol(policy)
+    obs = mb["obs"].unsqueeze(0) if protocol else mb["obs"]  # a T = 1 sequence, or rows
 
     def call() -> tuple[Any, ...]:
-        logits, newvalue, cache = policy.forward_train(mb["obs"])
+        logits, newvalue, cache = policy.forward_train(obs)
+        views = policy.output_grad_views(cache if protocol else batch)
         stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
             logits, newvalue, mb["actions"], mb["logprobs"], mb["advantages"], mb["returns"],
-            mb["values"], coefs, *policy.output_grad_views(batch), stat_rows,
+            mb["values"], coefs, *views, stat_rows,
         )  # fmt: skip
         return stats, cache, grad_logits, grad_value
 
@@ -453,9 +460,20 @@ def _ppo_loss_forward(batch: int) -> Prepared:
     return Prepared(call, batch, "samples")
 
 
+def _analytic_protocol(policy: Any) -> bool:
+    """Whether the MLP has the one analytic protocol (``policies/base.py``): ``forward_train``
+    over ``(T, B, ...)`` sequences, ``backward(cache, max_grad_norm)``. Commits before it took
+    ``(B, ...)`` rows and ``backward(cache, grad_logits, grad_value)``."""
+    import inspect
+
+    return "state0" in inspect.signature(policy.forward_train).parameters
+
+
 def _ppo_backward(batch: int) -> Prepared:
     policy, call = _loss_and_head_grads(batch)
-    _, cache, grad_logits, grad_value = call()
+    _, cache, grad_logits, grad_value = call()  # the gradients are where backward reads them
+    if _analytic_protocol(policy):
+        return Prepared(lambda: policy.backward(cache, 0.0), batch, "samples")
     return Prepared(lambda: policy.backward(cache, grad_logits, grad_value), batch, "samples")
 
 
