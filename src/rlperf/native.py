@@ -434,6 +434,10 @@ class CompiledNet:
         Returns the :class:`NetForward` whose ``out`` holds the heads' outputs."""
         t_len, b, obs_dim = self.shape
         hid = self.hid
+        if obs.shape != self.shape:
+            raise KernelArgumentError(
+                f"obs: the network was made for shape {self.shape}, got {tuple(obs.shape)}"
+            )
         obs = obs.reshape(t_len * b, obs_dim).contiguous()
         keep, h0, c0 = keep.contiguous(), h0.contiguous(), c0.contiguous()
         _require_lstm().net_forward(

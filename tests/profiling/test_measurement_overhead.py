@@ -82,7 +82,6 @@ def test_the_trace_export_is_timed_as_measurement(traced_run: tuple[dict, list])
     assert open_at_export == [OVERHEAD]
 
 
-
 def test_analyze_neither_flags_nor_ranks_the_overhead(traced_report: dict) -> None:
     analysis = analyze(traced_report)
     ranked = {s["name"] for s in analysis["ranking"]}
