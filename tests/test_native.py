@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 
 import pytest
 import torch
@@ -141,3 +142,23 @@ def test_the_loss_refuses_mismatched_rows_and_dtypes() -> None:
         discrete_ppo_loss_and_head_grads(
             logits, value, actions, *rest, coefs, grad_logits_out=torch.empty(6, 2)
         )
+
+
+@pytest.mark.kernel("lstm")
+def test_a_network_keeps_alive_every_buffer_it_passes() -> None:
+    """Scratch only the binding refers to (the transposed weights, the backward's buffers)
+    must live as long as it: freed, its memory is reused by the next allocations, and a
+    forward reads or writes someone else's tensors."""
+    w = weights()
+    grads = [torch.zeros_like(t) for _, t in w.named()]
+    net = CompiledNet(4, 5, 3, w, grads)
+    obs, keep, h0, c0 = net_inputs()
+    gc.collect()
+    churn = [torch.full((4096,), 7.0) for _ in range(64)]  # reuses any freed block
+    fw = net.forward(obs, keep, h0, c0)
+    fw.grad_out.copy_(torch.ones_like(fw.grad_out))
+    net.backward(fw)
+    reference = CompiledNet(4, 5, 3, w, [torch.zeros_like(g) for g in grads])
+    ref = reference.forward(obs, keep, h0, c0)
+    assert torch.equal(fw.out, ref.out)
+    assert all(bool((c == 7.0).all()) for c in churn), "a kernel wrote into freed memory"
