@@ -193,6 +193,12 @@ def test_to_dict_from_dict_round_trip_through_json() -> None:
     assert Config.from_dict({"ppo": {"gamma": 0.9}}).ppo.gamma == 0.9
 
 
+def test_a_run_written_before_the_analytic_rename_still_loads() -> None:
+    # Its config.json says fast_update: the field is analytic now.
+    assert Config.from_dict({"policy": {"fast_update": False}}).policy.analytic is False
+    assert Config.from_dict({"policy": {"analytic": False}}).policy.fast_update is False
+
+
 def test_from_dict_rejects_unknown_sections_and_fields() -> None:
     with pytest.raises(ConfigError, match="unknown config section 'optim'"):
         Config.from_dict({"optim": {"lr": 1}})
