@@ -1,38 +1,78 @@
 """Builds the compiled parts of rlperf: the LSTM recurrence and the categorical PPO loss on the
 CPU (float32; the small-batch hot paths where torch's per-op cost dominates).
 
-Everything else is in pyproject.toml. The extensions are optional: where no C compiler (or no
-OpenMP) is available the install still succeeds and the torch implementations run instead
-(``rlperf.policies.lstm_cpu.available()`` and ``rlperf.ppo.loss.compiled_loss_available()``
-say which).
+Everything else is in pyproject.toml. The kernels are optional: rlperf runs the torch
+implementations where they are missing (``rlperf.native.status()`` says which are in use).
+
+- ``RLPERF_NO_KERNELS=1`` builds neither (the configuration of an install without a C
+  compiler; the same variable keeps already built ones unimported at run time).
+- gcc and clang build them; without OpenMP (clang on many systems) they are built
+  single-threaded; MSVC, which lacks the GCC vector extensions their register tiles are written
+  in, builds none.
+- A compiler error leaves that kernel out (``optional=True``) instead of failing the install.
 """
 
-import sys
+import os
+import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
-openmp = [] if sys.platform in ("darwin", "win32") else ["-fopenmp"]
+NO_KERNELS = os.environ.get("RLPERF_NO_KERNELS", "") not in ("", "0")
+OPENMP = "-fopenmp"
 # -ffp-contract=fast: ISO C mode forbids fusing a * b + c into one FMA, which halves the matmul
 # tile's speed; -fno-trapping-math: lets the element loops' min/max clamps vectorise.
 # No -ffast-math: the results must not depend on reassociation.
-COMPILE_ARGS = ["-O3", "-std=c11", "-ffp-contract=fast", "-fno-trapping-math", *openmp]
+COMPILE_ARGS = ["-O3", "-std=c11", "-ffp-contract=fast", "-fno-trapping-math", OPENMP]
+
+
+class BuildKernels(build_ext):
+    """``build_ext`` that fits the flags to the compiler found (see the module docstring)."""
+
+    def build_extensions(self) -> None:
+        if self.compiler.compiler_type == "msvc":
+            print("rlperf: MSVC has no GCC vector extensions: building without the C kernels")
+            return
+        if not self._links_openmp():
+            print("rlperf: no OpenMP with this compiler: the C kernels run single-threaded")
+            for ext in self.extensions:
+                ext.extra_compile_args = [a for a in ext.extra_compile_args if a != OPENMP]
+                ext.extra_link_args = [a for a in ext.extra_link_args if a != OPENMP]
+        super().build_extensions()
+
+    def _links_openmp(self) -> bool:
+        """Whether a program using OpenMP compiles and links with ``-fopenmp`` here."""
+        with tempfile.TemporaryDirectory() as tmp:
+            source = os.path.join(tmp, "omp.c")
+            with open(source, "w") as f:
+                f.write("#include <omp.h>\nint main(void) { return omp_get_num_threads() - 1; }\n")
+            try:
+                objects = self.compiler.compile([source], output_dir=tmp, extra_postargs=[OPENMP])
+                self.compiler.link_executable(
+                    objects, os.path.join(tmp, "omp"), extra_postargs=[OPENMP]
+                )
+            except Exception:  # CompileError, LinkError: distutils' or setuptools' own classes
+                return False
+        return True
+
+
+def kernel(name: str, source: str, libraries: list[str]) -> Extension:
+    return Extension(
+        name,
+        [source],
+        extra_compile_args=COMPILE_ARGS,
+        libraries=libraries,
+        extra_link_args=[OPENMP],
+        optional=True,
+    )
+
 
 setup(
-    ext_modules=[
-        Extension(
-            "rlperf.policies._lstm_cpu",
-            ["src/rlperf/policies/_lstm_cpu.c"],
-            extra_compile_args=COMPILE_ARGS,
-            libraries=["m"],
-            extra_link_args=openmp,
-            optional=True,
-        ),
-        Extension(
-            "rlperf.ppo._loss_cpu",
-            ["src/rlperf/ppo/_loss_cpu.c"],
-            extra_compile_args=COMPILE_ARGS,
-            extra_link_args=openmp,
-            optional=True,
-        ),
-    ]
+    ext_modules=[]
+    if NO_KERNELS
+    else [
+        kernel("rlperf.policies._lstm_cpu", "src/rlperf/policies/_lstm_cpu.c", ["m"]),
+        kernel("rlperf.ppo._loss_cpu", "src/rlperf/ppo/_loss_cpu.c", []),
+    ],
+    cmdclass={"build_ext": BuildKernels},
 )

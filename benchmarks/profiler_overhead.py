@@ -12,8 +12,13 @@ Two measurements:
    The per-section cost times the number of sections per second gives the expected overhead,
    a check on the (noisier) end-to-end figure.
 
+With ``--trace`` it measures instead what ``rlperf profile --torch-profiler`` costs: a short
+profile whose torch.profiler exports one window, run ``--rounds`` times; it prints the time in
+``measurement/torch_profiler`` (the export included) against the untimed glue, the figures the
+tests check by section membership only (``tests/profiling/test_measurement_overhead.py``).
+
 Usage: ``python benchmarks/profiler_overhead.py [--rounds 5] [--steps 200000] [--threads N]
-[--json out.json]``
+[--json out.json] [--trace]``
 """
 
 from __future__ import annotations
@@ -67,6 +72,33 @@ def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     )
 
 
+def trace_overhead(rounds: int) -> None:
+    """Seconds in ``measurement/torch_profiler`` and untimed, per short traced profile."""
+    import tempfile
+
+    from rlperf.cli import main as rlperf_main
+    from rlperf.profiling.report import load_report
+    from rlperf.timing import names
+
+    overhead = names.path(names.MEASUREMENT, names.TORCH_PROFILER)
+    measured, untimed = [], []
+    for i in range(rounds):
+        with tempfile.TemporaryDirectory() as out:
+            argv = ["profile", "--num-envs", "8", "--num-steps", "16", "--total-steps", "1024",
+                    "--threads", "1", "--no-progress", "--out", out, "--torch-profiler",
+                    "--wait", "2", "--warmup", "1", "--active", "2"]  # fmt: skip
+            if rlperf_main(argv) != 0:
+                raise SystemExit("rlperf profile failed")
+            report = load_report(out)
+        totals = {e["name"]: e["total_s"] for e in report["sections"]}
+        measured.append(totals[overhead])
+        untimed.append(report["totals"]["untimed_s"])
+        print(
+            f"round {i + 1}/{rounds}: {overhead} {measured[-1]:.3f} s, untimed {untimed[-1]:.3f} s"
+        )
+    print(f"{overhead}: {spread(measured, '{:.3f}')} s; untimed: {spread(untimed, '{:.3f}')} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="A/B pairs (default 5)")
@@ -78,7 +110,13 @@ def main() -> None:
         "where spinning intra-op threads make SPS collapse",
     )
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument(
+        "--trace", action="store_true", help="time the torch.profiler trace's own cost instead"
+    )
     args = parser.parse_args()
+    if args.trace:
+        trace_overhead(args.rounds)
+        return
 
     on_ns, off_ns = section_cost_ns(True), section_cost_ns(False)
     print(f"bare section enter+exit, enabled:  {spread(on_ns, '{:.0f}')} ns")

@@ -17,7 +17,7 @@ annealing.
 Implementations:
 - ``rlperf``: ``rlperf.ppo.Trainer`` (default config, sized by ``--configs``), cumulative SPS
   after its warm-up iterations;
-- ``rlperf-autograd``: the same with ``fast_update=False`` (autograd for the update);
+- ``rlperf-autograd``: the same with ``analytic=False`` (autograd for the update);
 - ``cleanrl``: CleanRL ``ppo.py``'s loop, written out below as it is there (``Agent`` of two
   ``nn.Sequential``, ``Categorical``, a Python GAE loop in torch, index-gathered minibatches,
   ``clip_grad_norm_``, ``.item()`` per minibatch) on gymnasium's native vector CartPole;
@@ -63,7 +63,9 @@ def worker_rlperf(num_envs: int, num_steps: int, total: int, threads: int, fast:
     cfg.env.num_envs, cfg.ppo.num_steps = num_envs, num_steps
     cfg.run.total_steps, cfg.run.threads, cfg.run.progress = total, threads, False
     cfg.run.warmup_iters = WARMUP_ITERS
-    cfg.policy.fast_update = fast
+    # The field was ``fast_update`` before it was ``analytic``: --base-src may be older code.
+    fields = cfg.policy.__dataclass_fields__
+    setattr(cfg.policy, "analytic" if "analytic" in fields else "fast_update", fast)
     summary = Trainer(cfg, profiler=Profiler()).train()
     return {"sps": summary["sps_cumulative"], "sections": summary["sections"]}
 

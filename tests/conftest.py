@@ -9,7 +9,30 @@ import numpy as np
 import psutil
 import pytest
 
+from rlperf import native
 from rlperf.envs import CartPoleVec
+
+
+def pytest_report_header() -> str:
+    built = ", ".join(f"{k} {'in use' if v else 'absent'}" for k, v in native.status().items())
+    return f"rlperf kernels: {built}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``@pytest.mark.kernel("lstm")`` / ``("loss")``: the test needs that compiled kernel; where
+    it is not built (an install without a C compiler, or ``RLPERF_NO_KERNELS=1``) it is skipped
+    with the reason, and the torch fallback's own tests still run."""
+    status = native.status()
+    for item in items:
+        for mark in item.iter_markers("kernel"):
+            name = mark.args[0]
+            if not status[name]:
+                why = (
+                    "switched off by RLPERF_NO_KERNELS"
+                    if native.kernels_disabled()
+                    else ("not built (no C compiler at install?)")
+                )
+                item.add_marker(pytest.mark.skip(reason=f"the compiled {name} kernel is {why}"))
 
 
 @pytest.fixture

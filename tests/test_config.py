@@ -177,7 +177,7 @@ def non_default_config() -> Config:
     cfg = Config()
     cfg.env.num_envs = 16
     cfg.policy.hidden_sizes = (32, 16, 8)
-    cfg.policy.fast_update = False
+    cfg.policy.analytic = False
     cfg.ppo.learning_rate = 1e-4
     cfg.ppo.clip_vloss = False
     cfg.run.seed = 42
@@ -194,6 +194,11 @@ def test_to_dict_from_dict_round_trip_through_json() -> None:
     assert isinstance(back.policy.hidden_sizes, tuple)
     assert Config.from_dict({}) == Config()
     assert Config.from_dict({"ppo": {"gamma": 0.9}}).ppo.gamma == 0.9
+
+
+def test_a_run_written_before_the_analytic_rename_still_loads() -> None:
+    # Its config.json says fast_update: the field is analytic now.
+    assert Config.from_dict({"policy": {"fast_update": False}}).policy.analytic is False
 
 
 def test_from_dict_rejects_unknown_sections_and_fields() -> None:

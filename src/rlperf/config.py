@@ -150,10 +150,11 @@ class PolicyConfig:
     convlstm_sections: bool = _f(
         True, "time the ConvLSTM's stages as sections under policy_forward and update/loss"
     )
-    fast_update: bool = _f(
+    analytic: bool = _f(
         True,
-        "analytic-gradient update for discrete actions without masks, MLP and LSTM on flat "
-        "observations (same math as autograd, fewer ops; the LSTM's on the CPU, float32)",
+        "the analytic update (closed-form gradients, no autograd graph) where the policy "
+        "offers it: mlp and lstm on flat observations, one unmasked discrete action, fp32 "
+        "without --compile; the lstm's on the CPU with the kernel built (same math, fewer ops)",
     )
 
 
@@ -365,9 +366,15 @@ class Config:
         return self
 
 
+# Fields renamed since runs were first written: (section, old name) -> new name, so that a
+# run directory of an older version still resumes.
+RENAMED_FIELDS = {("policy", "fast_update"): "analytic"}
+
+
 def set_field(cfg: Config, section_name: str, key: str, value: Any) -> None:
     """Set ``cfg.<section>.<key>`` with the field's type, raising ConfigError if unknown."""
     section = getattr(cfg, section_name)
+    key = RENAMED_FIELDS.get((section_name, key), key)
     names = {f.name: f for f in dataclasses.fields(section)}
     if key not in names:
         raise ConfigError(f"unknown config field {section_name}.{key}")

@@ -26,10 +26,10 @@ from rlperf.timing.sections import Profiler
 
 NUM_ENVS, NUM_STEPS, WORLD = 8, 16, 2
 CASES = {
-    "mlp-analytic": {"kind": "mlp", "fast_update": True},
-    "mlp-autograd": {"kind": "mlp", "fast_update": False},
-    "lstm-analytic": {"kind": "lstm", "fast_update": True},
-    "lstm-autograd": {"kind": "lstm", "fast_update": False},
+    "mlp-analytic": {"kind": "mlp", "analytic": True},
+    "mlp-autograd": {"kind": "mlp", "analytic": False},
+    "lstm-analytic": {"kind": "lstm", "analytic": True},
+    "lstm-autograd": {"kind": "lstm", "analytic": False},
 }
 NORM_CASES = ("mlp-analytic", "lstm-analytic")
 
@@ -37,7 +37,7 @@ NORM_CASES = ("mlp-analytic", "lstm-analytic")
 def config(case: str, num_envs: int, norm_adv: bool) -> Config:
     cfg = Config()
     cfg.policy.kind = CASES[case]["kind"]
-    cfg.policy.fast_update = CASES[case]["fast_update"]
+    cfg.policy.analytic = CASES[case]["analytic"]
     cfg.policy.hidden_sizes = (16,)
     cfg.policy.lstm_hidden_size = 16
     cfg.env.num_envs = num_envs

@@ -122,6 +122,7 @@ def test_act_resets_the_state_where_done() -> None:
     assert not torch.allclose(h[~rows], fresh_h[~rows])
 
 
+@pytest.mark.kernel("lstm")
 @pytest.mark.parametrize(
     "hidden_sizes, batch", [((16,), 6), ((16, 12), 21), ((), 9)],
     ids=["one-layer", "two-layers-two-threads", "no-encoder"],
@@ -184,6 +185,7 @@ def test_act_inside_acting_uses_the_weights_of_that_stretch_and_sees_later_chang
     assert not torch.allclose(v_after, v_in)
 
 
+@pytest.mark.kernel("lstm")
 def test_a_deep_copy_of_the_policy_trains_its_own_parameters() -> None:
     """The compiled network caches raw pointers to the parameters and its buffers; a copy of
     the policy must not reuse them."""

@@ -1,5 +1,7 @@
-"""The compiled CPU recurrence (``policies/_lstm_cpu.c``) against the torch recurrence in float64
-(itself checked against plain autograd, ``nn.LSTM`` and gradcheck in ``test_lstm.py``)."""
+"""The compiled CPU recurrence (``policies/_lstm_cpu.c``, called through ``rlperf/native.py``)
+against the torch recurrence in float64 (itself checked against plain autograd, ``nn.LSTM`` and
+gradcheck in ``test_lstm.py``). Skipped, saying why, where the kernel is not built; the checks
+of the native boundary are in ``tests/test_native.py``."""
 
 from __future__ import annotations
 
@@ -8,15 +10,12 @@ import dataclasses
 import pytest
 import torch
 
+from rlperf import native
+from rlperf.native import CompiledStep, NetWeights
 from rlperf.policies import lstm_cpu
-from rlperf.policies.lstm import LSTMUnroll
+from rlperf.policies.lstm import TorchRecurrence
 
-
-def test_the_kernel_is_built() -> None:
-    # Not a skip: an install that silently lost the kernel would train 2-3x slower.
-    assert lstm_cpu.available(), (
-        "rlperf.policies._lstm_cpu is missing: reinstall with a C compiler (pip install -e .)"
-    )
+pytestmark = pytest.mark.kernel("lstm")
 
 
 def inputs(t_len: int, batch: int, hidden: int, p_done: float, seed: int):
@@ -42,11 +41,11 @@ CASES = [
 def test_kernel_matches_the_torch_recurrence_and_its_gradients(t_len, batch, hidden, p_done):
     xproj, keep, h0, c0, w_hh, weights = inputs(t_len, batch, hidden, p_done, seed=batch)
     leaves = [t.clone().requires_grad_() for t in (xproj, h0, c0, w_hh)]
-    hs = lstm_cpu.LSTMUnrollCPU.apply(leaves[0], keep, leaves[1], leaves[2], leaves[3])
+    hs = lstm_cpu.CompiledRecurrence.apply(leaves[0], keep, leaves[1], leaves[2], leaves[3])
     grads = torch.autograd.grad((hs * weights).sum(), leaves)
 
     ref_leaves = [t.double().requires_grad_() for t in (xproj, h0, c0, w_hh)]
-    ref = LSTMUnroll.apply(
+    ref = TorchRecurrence.apply(
         ref_leaves[0], keep.double().unsqueeze(-1), ref_leaves[1], ref_leaves[2], ref_leaves[3]
     )
     ref_grads = torch.autograd.grad((ref * weights.double()).sum(), ref_leaves)
@@ -58,7 +57,7 @@ def test_kernel_matches_the_torch_recurrence_and_its_gradients(t_len, batch, hid
 
 def test_forward_returns_the_gates_and_states_it_documents() -> None:
     xproj, keep, h0, c0, w_hh, _ = inputs(6, 7, 12, 0.3, seed=3)
-    acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
+    acts, cs, tcs, hs, hprev = native.recurrence_forward(xproj, keep, h0, c0, w_hh)
     hid = 12
     h, c = h0, c0
     for t in range(6):
@@ -84,8 +83,8 @@ def test_results_do_not_depend_on_the_thread_count() -> None:
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            acts, cs, tcs, hs, hprev = lstm_cpu.forward(xproj, keep, h0, c0, w_hh)
-            back = lstm_cpu.backward(weights, acts, keep, c0, w_hh, cs, tcs)
+            acts, cs, tcs, hs, hprev = native.recurrence_forward(xproj, keep, h0, c0, w_hh)
+            back = native.recurrence_backward(weights, acts, keep, c0, w_hh, cs, tcs)
             results.append((acts, cs, tcs, hs, hprev, *back))
     finally:
         torch.set_num_threads(before)
@@ -94,11 +93,12 @@ def test_results_do_not_depend_on_the_thread_count() -> None:
 
 
 def test_an_lstm_wider_than_the_kernel_takes_is_refused() -> None:
-    xproj = torch.zeros(1, 1, 4 * (lstm_cpu.MAX_HIDDEN + 1))
-    h = torch.zeros(1, lstm_cpu.MAX_HIDDEN + 1)
-    w = torch.zeros(4 * (lstm_cpu.MAX_HIDDEN + 1), lstm_cpu.MAX_HIDDEN + 1)
-    with pytest.raises(ValueError, match="at most 1024 units"):
-        lstm_cpu.forward(xproj, torch.ones(1, 1), h, h, w)
+    wide = native.LSTM_LIMITS.max_hidden + 1
+    xproj = torch.zeros(1, 1, 4 * wide)
+    h = torch.zeros(1, wide)
+    w = torch.zeros(4 * wide, wide)
+    with pytest.raises(ValueError, match="1 to 1024 units"):
+        native.recurrence_forward(xproj, torch.ones(1, 1), h, h, w)
 
 
 def test_usable_takes_float32_cpu_tensors_and_sizes_the_kernel_takes() -> None:
@@ -111,19 +111,28 @@ def test_usable_takes_float32_cpu_tensors_and_sizes_the_kernel_takes() -> None:
 
 @pytest.mark.parametrize("batch, features, hidden", [(64, 64, 64), (5, 2, 16), (13, 20, 20)])
 def test_step_equals_projection_then_one_forward_step(batch, features, hidden) -> None:
-    """The rollout step (projection fused in) against the torch projection + :func:`forward`
-    over one step, with resets."""
+    """The rollout step without an encoder (projection fused in) against the torch projection
+    + :func:`native.recurrence_forward` over one step, with resets."""
     gen = torch.Generator().manual_seed(batch)
     x = torch.randn(batch, features, generator=gen)
     w_ih = torch.randn(4 * hidden, features, generator=gen) / features**0.5
     bias = torch.randn(4 * hidden, generator=gen)
     _, keep, h, c, w_hh, _ = inputs(1, batch, hidden, 0.3, seed=batch)
-    w_cat_t = torch.cat((w_ih, w_hh), 1).T.contiguous()
-    h1, c1 = lstm_cpu.step(x, keep[0], h, c, w_cat_t, bias)
+    heads = torch.randn(3, hidden, generator=gen), torch.randn(3, generator=gen)
+    step = CompiledStep(batch, features, NetWeights([], w_ih, w_hh, bias, *heads))
+    h1, c1, _, _, _ = step(x, keep[0], h, c, None)
     xproj = torch.addmm(bias, x, w_ih.T).unsqueeze(0)
-    _, cs, _, hs, _ = lstm_cpu.forward(xproj, keep, h, c, w_hh)
+    _, cs, _, hs, _ = native.recurrence_forward(xproj, keep, h, c, w_hh)
     torch.testing.assert_close(h1, hs[0], rtol=0, atol=1e-6)
     torch.testing.assert_close(c1, cs[0], rtol=0, atol=1e-6)
+
+
+def net_forward(
+    obs: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weights: NetWeights
+) -> native.NetForward:
+    """The forward of a :class:`native.CompiledNet` made for this one call."""
+    t_len, b, obs_dim = obs.shape
+    return native.CompiledNet(t_len, b, obs_dim, weights).forward(obs, keep, h0, c0)
 
 
 def network(batch: int, t_len: int, widths=(3, 16, 12), hidden: int = 20, n_out: int = 5):
@@ -137,7 +146,7 @@ def network(batch: int, t_len: int, widths=(3, 16, 12), hidden: int = 20, n_out:
         (rand(w_out, w_in, scale=w_in**-0.5), rand(w_out, scale=0.1))
         for w_in, w_out in zip(widths[:-1], widths[1:], strict=True)
     ]
-    weights = lstm_cpu.NetWeights(
+    weights = NetWeights(
         encoder, rand(4 * hidden, widths[-1], scale=widths[-1] ** -0.5),
         rand(4 * hidden, hidden, scale=hidden**-0.5), rand(4 * hidden),
         rand(n_out, hidden, scale=0.3), rand(n_out),
@@ -157,14 +166,12 @@ def test_the_whole_network_does_not_depend_on_the_thread_count() -> None:
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            fw = lstm_cpu.net_forward(obs, keep, h0, c0, weights)
+            fw = net_forward(obs, keep, h0, c0, weights)
             fw.grad_out.copy_(grad_out)
-            grads = [torch.empty_like(w) for w, _ in weights.encoder]
-            grads += [torch.empty_like(b) for _, b in weights.encoder]
-            grads += [torch.empty_like(t) for t in weights.tensors()[:5]]
-            lstm_cpu.net_backward(fw, grads, max_grad_norm=0.5)
+            grads = [torch.empty_like(w) for _, w in weights.named()]
+            fw.net.backward(fw, 0.5, grads)
             noise = torch.rand(22, 4, generator=torch.Generator().manual_seed(2)) + 0.1
-            step = lstm_cpu.CompiledStep(22, 3, weights)
+            step = CompiledStep(22, 3, weights)
             results.append(
                 [fw.out, fw.hs, *fw.layers, *grads, *step(obs[0], keep[0], h0, c0, noise)]
             )
@@ -178,8 +185,8 @@ def test_the_compiled_step_equals_the_first_step_of_net_forward() -> None:
     """The rollout step (encoder, fused projection, cell, heads) against step 0 of the
     training forward, which projects all rows first."""
     obs, keep, h0, c0, weights = network(13, 1)
-    fw = lstm_cpu.net_forward(obs, keep, h0, c0, weights)
-    step = lstm_cpu.CompiledStep(13, 3, weights)
+    fw = net_forward(obs, keep, h0, c0, weights)
+    step = CompiledStep(13, 3, weights)
     h, c, out, actions, logprob = step(obs[0], keep[0], h0, c0, None)
     assert actions is None and logprob is None
     torch.testing.assert_close(h, fw.hs[0], rtol=0, atol=1e-6)
@@ -191,15 +198,13 @@ def test_a_network_with_too_many_layers_is_refused() -> None:
     obs, keep, h0, c0, weights = network(4, 2, widths=(3,))
     deep = dataclasses.replace(weights, encoder=[(torch.eye(3), torch.zeros(3))] * 9)
     with pytest.raises(ValueError, match="at most 8 encoder layers"):
-        lstm_cpu.net_forward(obs, keep, h0, c0, deep)
+        net_forward(obs, keep, h0, c0, deep)
 
 
 def test_the_whole_network_refuses_tensors_it_cannot_read() -> None:
     obs, keep, h0, c0, weights = network(4, 2)
-    with pytest.raises(ValueError, match="float32 CPU tensors, got torch.float64"):
-        lstm_cpu.net_forward(
-            obs, keep, h0, c0, dataclasses.replace(weights, w_ih=weights.w_ih.double())
-        )
+    with pytest.raises(ValueError, match="float32 CPU tensor .*, got torch.float64"):
+        net_forward(obs, keep, h0, c0, dataclasses.replace(weights, w_ih=weights.w_ih.double()))
     head_t = torch.randn(20, 5).T  # (5, 20), the heads' shape, transposed memory
     with pytest.raises(ValueError, match="not contiguous"):
-        lstm_cpu.net_forward(obs, keep, h0, c0, dataclasses.replace(weights, w_head=head_t))
+        net_forward(obs, keep, h0, c0, dataclasses.replace(weights, w_head=head_t))

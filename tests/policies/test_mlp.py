@@ -65,7 +65,7 @@ def test_same_outputs_and_gradients_as_cleanrl_agent(obs_dim, action_dim, hidden
     obs = torch.randn(50, obs_dim, dtype=torch.float64)
     actions = torch.randint(0, action_dim, (50,))
 
-    logits, values, _ = policy.forward_train(obs)
+    logits, values, _ = policy.forward_train(obs.unsqueeze(0))
     torch.testing.assert_close(logits, agent.actor(obs))
     torch.testing.assert_close(values, agent.critic(obs).view(-1))
     torch.testing.assert_close(policy.value(obs), agent.critic(obs).view(-1))
@@ -109,7 +109,7 @@ def test_act_samples_follow_the_softmax() -> None:
     policy = MLPActorCritic.from_sizes(4, action_dim)
     sharpen(policy, 300.0)
     obs = torch.randn(3, 4)
-    logits, _, _ = policy.forward_train(obs)
+    logits, _, _ = policy.forward_train(obs.unsqueeze(0))
     probs = torch.softmax(logits, -1)
     assert probs.max() > 0.4 and probs.min() > 0.02, "probabilities should be varied, not tiny"
     batch = obs.repeat_interleave(samples, 0)
@@ -124,7 +124,7 @@ def test_act_samples_follow_the_softmax() -> None:
         expected = probs[row] * samples
         chi2 = ((counts - expected) ** 2 / expected).sum().item()
         assert chi2 < critical, f"obs {row}: counts {counts.tolist()} vs {expected.tolist()}"
-    log_softmax = torch.log_softmax(policy.forward_train(batch)[0], -1)
+    log_softmax = torch.log_softmax(policy.forward_train(batch.unsqueeze(0))[0], -1)
     torch.testing.assert_close(logprobs, log_softmax.gather(1, actions[:, None]).view(-1))
     torch.testing.assert_close(values, policy.value(batch))
 
@@ -154,7 +154,7 @@ def test_continuous_act_logprob_matches_normal_distribution() -> None:
         eval_logprob, entropy, eval_values = evaluate_rows(policy, obs, actions)
     torch.testing.assert_close(logprob, eval_logprob)
     torch.testing.assert_close(values, eval_values)
-    mean = policy.forward_train(obs)[0]
+    mean = policy.forward_train(obs.unsqueeze(0))[0]
     std = ((actions - mean).std(0)).tolist()
     assert std == pytest.approx([math.exp(-0.5), math.exp(0.3)], rel=0.05)
     expected_entropy = sum(0.5 + 0.5 * math.log(2 * math.pi) + s for s in (-0.5, 0.3))

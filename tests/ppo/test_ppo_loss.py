@@ -167,6 +167,7 @@ def random_batch(n: int, num_actions: int, seed: int):
     return logits, value, actions, oldlogp, adv, ret, oldv
 
 
+@pytest.mark.kernel("loss")
 @pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
 @pytest.mark.parametrize("n, num_actions", [(1, 1), (7, 2), (512, 2), (300, 5), (4099, 3)])
 @pytest.mark.parametrize("layout", ["contiguous", "strided"])
@@ -194,6 +195,7 @@ def test_compiled_loss_equals_the_torch_ops(n, num_actions, clip_vloss, layout) 
         torch.testing.assert_close(f, r, rtol=1e-5, atol=1e-6, msg=name)
 
 
+@pytest.mark.kernel("loss")
 def test_compiled_loss_refuses_an_action_out_of_range() -> None:
     logits, value, actions, *rest = random_batch(6, 3, seed=0)
     actions[4] = 3
@@ -201,6 +203,7 @@ def test_compiled_loss_refuses_an_action_out_of_range() -> None:
         discrete_ppo_loss_and_head_grads(logits, value, actions, *rest, COEFS)
 
 
+@pytest.mark.kernel("loss")
 def test_compiled_loss_does_not_depend_on_the_thread_count() -> None:
     """Large batches split their rows over torch's threads; the statistics are summed in fixed
     pieces added in order, so one and two threads give the same bits."""
@@ -217,6 +220,7 @@ def test_compiled_loss_does_not_depend_on_the_thread_count() -> None:
         assert torch.equal(one, two)
 
 
+@pytest.mark.kernel("loss")
 def test_compiled_loss_finds_a_bad_action_in_any_thread_s_rows() -> None:
     logits, value, actions, *rest = random_batch(5000, 3, seed=1)
     actions[4321] = -1

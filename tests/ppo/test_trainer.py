@@ -1,5 +1,5 @@
 """Trainer behaviour on short CPU runs: determinism, resume, SPS accounting, non-finite loss,
-checkpoints, and the fast update against the autograd update end to end."""
+checkpoints, and the analytic update against the autograd update end to end."""
 
 from __future__ import annotations
 
@@ -197,9 +197,9 @@ def test_every_named_section_is_timed() -> None:
     assert summary["sections"]["rollout"] >= summary["sections"]["rollout/env_step"]
 
 
-def test_fast_update_matches_the_autograd_update_end_to_end() -> None:
-    fast, fast_summary = train(small_config(2, policy__fast_update=True))
-    slow, slow_summary = train(small_config(2, policy__fast_update=False))
+def test_the_analytic_update_matches_the_autograd_update_end_to_end() -> None:
+    fast, fast_summary = train(small_config(2, policy__analytic=True))
+    slow, slow_summary = train(small_config(2, policy__analytic=False))
     torch.testing.assert_close(fast.policy.flat, slow.policy.flat, rtol=1e-4, atol=1e-5)
     for name, value in slow_summary["final_stats"].items():
         assert fast_summary["final_stats"][name] == pytest.approx(value, rel=1e-4, abs=1e-6), name

@@ -138,6 +138,7 @@ def lstm_minibatch(policy: LSTMActorCritic, t_len: int, batch: int, seed: int):
     return mb, normalize_advantages(mb.advantages)
 
 
+@pytest.mark.kernel("lstm")
 @pytest.mark.parametrize(
     "hidden_sizes, batch",
     [((16, 12), 6), ((8,), 6), ((), 6), ((16, 12), 19)],
@@ -196,6 +197,7 @@ def _check_lstm_analytic_update(hidden_sizes, batch, clip_vloss, max_grad_norm) 
         assert abs(analytic.grad.norm().item() - max_grad_norm) < 1e-6
 
 
+@pytest.mark.kernel("lstm")
 def test_the_lstm_takes_the_analytic_path_only_where_it_applies() -> None:
     flat = EnvSpec(2, (3,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
     assert LSTMActorCritic(flat, (8,), 4).analytic

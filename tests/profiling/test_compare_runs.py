@@ -62,10 +62,10 @@ def test_runs_table_shows_median_and_range(report_factory):
 
 
 def test_overrides_parse_to_typed_values_and_back_to_flags():
-    parsed = parse_overrides("num_envs=128 hidden-sizes=32,32 fast_update=false", "a")
-    assert parsed == {"num_envs": 128, "hidden_sizes": (32, 32), "fast_update": False}
+    parsed = parse_overrides("num_envs=128 hidden-sizes=32,32 analytic=false", "a")
+    assert parsed == {"num_envs": 128, "hidden_sizes": (32, 32), "analytic": False}
     assert to_flags(parsed) == ["--num-envs", "128", "--hidden-sizes", "32", "32",
-                                "--no-fast-update"]  # fmt: skip
+                                "--no-analytic"]  # fmt: skip
     bad_inputs = {"nope=1": "unknown setting", "num_envs": "expected key=value",
                   "num_envs=many": "bad value", "norm_adv=maybe": "bad value"}  # fmt: skip
     for bad, message in bad_inputs.items():

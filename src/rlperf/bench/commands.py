@@ -35,6 +35,7 @@ from rlperf.bench.registry import UnknownCaseError, gate_case_names, select
 from rlperf.bench.worktree import (
     GitError,
     build_in_place,
+    check_same_kernels_built,
     checked_out,
     repo_root,
     resolve_commit,
@@ -259,6 +260,7 @@ def measure(
         else:
             head_tree = repo
             build_in_place(repo)  # the working tree as it is now, C extension included
+        check_same_kernels_built(base_tree, head_tree)
         base = Side("base", base_ref, base_sha, base_tree / "src")
         head = Side("head", head_ref or "working tree", head_sha, head_tree / "src")
         for side in (base, head):

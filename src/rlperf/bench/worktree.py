@@ -5,6 +5,11 @@ recurrence and the PPO loss, ``setup.py build_ext --inplace``, a few seconds; a 
 ``setup.py`` is pure Python): the gate's workers import ``rlperf`` from ``<worktree>/src``. A
 worktree shares the repository's objects, so adding one is cheap and never touches the user's
 checkout; it is removed again when the gate ends.
+
+The C extensions are optional builds (``setup.py``): a tree whose kernel fails to compile still
+"builds" and imports its torch fallback. :func:`check_same_kernels_built` refuses a pair of
+trees where that happened on one side only, so the gate never times a fallback against
+compiled code.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 
@@ -85,6 +91,34 @@ def build_in_place(tree: Path) -> None:
     if done.returncode != 0:
         lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
         raise BuildError(f"building {tree.name} failed: {lines[-1] if lines else done.returncode}")
+
+
+def unbuilt_extensions(tree: Path) -> list[str]:
+    """The C extensions of ``tree`` that are not built: each ``*.c`` under ``tree/src`` (every
+    one is an extension's source) without its compiled module beside it, as a dotted name."""
+    src = tree / "src"
+    missing = []
+    for source in sorted(src.rglob("*.c")):
+        if not any(
+            source.with_name(source.stem + suffix).is_file() for suffix in EXTENSION_SUFFIXES
+        ):
+            missing.append(".".join(source.relative_to(src).with_suffix("").parts))
+    return missing
+
+
+def check_same_kernels_built(base: Path, head: Path) -> None:
+    """BuildError when one side's C extensions did not all build while the other side's did:
+    that side would run its torch fallback, and the gate would time it against compiled code.
+    (Neither built, as on a machine without a compiler, compares like with like.)"""
+    missing = {"base": unbuilt_extensions(base), "head": unbuilt_extensions(head)}
+    for side, other in (("base", "head"), ("head", "base")):
+        if missing[side] and not missing[other]:
+            raise BuildError(
+                f"{side}'s C kernels did not build ({', '.join(missing[side])}) while {other}'s "
+                f"did: timing its torch fallback against compiled code would measure the build, "
+                f"not the change; run `python setup.py build_ext --inplace` in a checkout of "
+                f"{side} to see the compiler's error"
+            )
 
 
 def is_ancestor(older: str, newer: str, repo: Path) -> bool:

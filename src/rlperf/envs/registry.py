@@ -1,8 +1,9 @@
 """Environment registry: every vectorised environment the trainer can run, by name.
 
 ``make_vec("cartpole", 64, seed=1)`` builds rlperf's native batched CartPole;
-``make_vec("gym:LunarLander-v3", 8)`` wraps any registered gymnasium id. New environments
-(the grid, Petri-net and RGB environments on the roadmap) join with :func:`register`.
+``make_vec("gym:LunarLander-v3", 8)`` wraps any registered gymnasium id. Each environment
+joins with one :func:`register` call (``envs/__init__.py`` registers cartpole, catch, grid,
+petri and robots).
 
 Every environment returned here follows gymnasium's vector API with ``AutoresetMode.SAME_STEP``
 and reports final observations and episode statistics as documented in ``envs/cartpole.py``:

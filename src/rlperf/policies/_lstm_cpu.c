@@ -1,8 +1,10 @@
 /* The LSTM recurrence on the CPU, float32: a whole (T, B) sequence forward or backward in one
  * call; and the whole actor-critic around it, forward, backward and rollout step ("The whole
- * actor-critic" below). Called from rlperf/policies/lstm_cpu.py, which checks every tensor (dtype, device,
- * contiguity, shape) and passes raw pointers; nothing here allocates a tensor or holds the GIL
- * while it computes.
+ * actor-critic" below). Called only from rlperf/native.py, which checks every tensor (dtype,
+ * device, contiguity, shape, storage) and passes raw pointers; nothing here allocates a tensor
+ * or holds the GIL while it computes. The size limits below are exported as module constants
+ * (MAX_HIDDEN, MAX_FEATURES, MAX_LAYERS): native.py reads them from here, so they are written
+ * once.
  *
  * Why it exists: at CartPole's sizes (16 rows x 64 units per minibatch step) the torch version
  * is per-op dispatch, not arithmetic: ~12 ops a step, each a few microseconds, and with two
@@ -50,6 +52,12 @@
 #define INLINE static inline
 #endif
 
+/* The register tiles are written with GCC's vector extensions (gcc and clang; not MSVC). A
+ * compiler without them gets no kernel: setup.py skips the build on MSVC, this stops any other,
+ * and rlperf runs the torch implementations instead (native.py). */
+#if !defined(__GNUC__)
+#error "_lstm_cpu.c needs GCC vector extensions (gcc or clang)"
+#endif
 typedef float v8f __attribute__((vector_size(32), aligned(4)));
 
 #define TILE_ROWS 4
@@ -83,7 +91,7 @@ INLINE float exp_approx(float x) {
 
 INLINE float sigmoid(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
 
-/* tanh(x) = 2 sigmoid(2x) - 1: absolute error ~1e-7, as the MLP's fast path. */
+/* tanh(x) = 2 sigmoid(2x) - 1: absolute error ~1e-7, as the MLP's analytic path. */
 INLINE float tanh_approx(float x) { return 2.0f / (1.0f + exp_approx(-2.0f * x)) - 1.0f; }
 
 /* C[r, :n] += sum_k A[r, k] B[k, :n] for r < rows <= 4; A has rows of lda floats (rows past
@@ -759,23 +767,6 @@ static PyObject *py_backward(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
-/* step(B, F, H, threads, x, keep, h, c, w_cat_t, bias, h_out, c_out) */
-static PyObject *py_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    long d[4];
-    void *p[8];
-    if (parse(args, nargs, 12, d, 4, p) < 0) return NULL;
-    if (d[1] < 1 || d[1] > MAX_FEATURES) {
-        PyErr_Format(PyExc_ValueError, "input features %ld outside 1..%d", d[1], MAX_FEATURES);
-        return NULL;
-    }
-    Seq s = {.t_len = 1, .batch = (int)d[0], .in_features = (int)d[1], .hid = (int)d[2],
-             .x = p[0], .keep = p[1], .h0 = p[2], .c0 = p[3], .w_cat_t = p[4], .bias = p[5],
-             .h_out = p[6], .c_out = p[7]};
-    Py_BEGIN_ALLOW_THREADS run_rows(step_rows, &s, (int)d[3]);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
-}
-
 /* The whole-network calls' arguments: T, B, H, L, n_out, threads, width[0..L], then pointers
  * (`fixed` plus `per_layer` per encoder layer). Fills the sizes of n and returns the pointers
  * in ptrs, or -1 with an exception set. */
@@ -938,8 +929,6 @@ static PyMethodDef methods[] = {
      "forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs, hprev): pointers"},
     {"backward", (PyCFunction)(void (*)(void))py_backward, METH_FASTCALL,
      "backward(T, B, H, threads, acts, keep, c0, w, cs, tcs, grad_hs, grad_z, dh0, dc0)"},
-    {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL,
-     "step(B, F, H, threads, x, keep, h, c, w_cat_t, bias, h_out, c_out): one rollout step"},
     {"net_forward", (PyCFunction)(void (*)(void))py_net_forward, METH_FASTCALL,
      "net_forward(T, B, H, L, n_out, threads, *widths, *pointers): the whole actor-critic"},
     {"net_backward", (PyCFunction)(void (*)(void))py_net_backward, METH_FASTCALL,
@@ -952,9 +941,19 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_lstm_cpu",
-    .m_doc = "The LSTM recurrence on the CPU (see lstm_cpu.py).",
+    .m_doc = "The LSTM recurrence and actor-critic on the CPU (called through rlperf.native).",
     .m_size = -1,
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__lstm_cpu(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__lstm_cpu(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "MAX_HIDDEN", MAX_HIDDEN) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_FEATURES", MAX_FEATURES) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_LAYERS", MAX_LAYERS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

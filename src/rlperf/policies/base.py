@@ -19,13 +19,22 @@ Shapes: ``B`` environments (or samples), ``T`` steps. Observations arrive in the
   sees ``T * B`` independent rows; a recurrent one unrolls from ``state0`` over T, resetting its
   state where ``dones_seq`` is set, exactly as ``act`` does step by step.
 
-A policy that can also compute its gradients without autograd (the MLP) sets ``analytic`` and
-offers ``forward_train`` / ``backward`` / ``output_grad_views`` / ``flat`` (see ``ppo/update.py``).
+**The analytic update.** A policy whose PPO gradient can be had without autograd implements
+:class:`AnalyticPolicy` as well (the MLP and the LSTM): the loss's gradient with respect to the
+heads' outputs in closed form (``ppo/loss.py``), backpropagated by the policy itself. At the
+sizes PPO runs on CPUs autograd's graph bookkeeping costs more than the arithmetic, so this
+path issues a fraction of the operations (``ppo/update.py``'s ``AnalyticUpdate`` runs it;
+``evaluate`` under autograd stays the reference it is tested against). Its ``analytic``
+property says whether it applies to the policy as built and where its parameters now live
+(one unmasked categorical action; the LSTM also: a flat observation, float32 on the CPU, the
+kernel built). The update adds its own conditions: fp32 without autocast, no
+``torch.compile`` (:func:`rlperf.ppo.update.analytic_update_applies`).
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -41,7 +50,12 @@ class ActorCritic(nn.Module):
     """Base class of every policy; see the module docstring for the protocol."""
 
     recurrent: bool = False
-    analytic: bool = False
+
+    @property
+    def analytic(self) -> bool:
+        """Whether the :class:`AnalyticPolicy` path applies to this policy now (False unless
+        it implements it)."""
+        return False
 
     def __init__(self, spec: EnvSpec) -> None:
         super().__init__()
@@ -81,6 +95,51 @@ class ActorCritic(nn.Module):
         raise NotImplementedError
 
 
+@runtime_checkable
+class AnalyticPolicy(Protocol):
+    """A policy that computes its PPO gradients without autograd (see the module docstring).
+
+    The three calls of one minibatch, in order: ``forward_train``; the loss writes d loss /
+    d outputs into ``output_grad_views(cache)``; ``backward(cache, max_grad_norm)``. Shapes:
+    ``T`` steps of ``B`` environments (``T = 1`` for a feed-forward policy), ``N = T * B`` rows,
+    ``K`` actions.
+    """
+
+    @property
+    def analytic(self) -> bool:
+        """Whether this path applies to the policy as built (see the module docstring)."""
+        ...
+
+    def forward_train(
+        self, obs_seq: torch.Tensor, state0: State, dones_seq: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Logits (N, K) and values (N,) of the ``(T, B, ...)`` observations, without autograd,
+        and the cache ``backward`` reads; arguments as ``evaluate``'s. The outputs and the
+        cache may be the policy's reusable buffers: valid until its next ``forward_train`` of
+        the same shape."""
+        ...
+
+    def output_grad_views(self, cache: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where ``backward`` reads d loss / d logits (N, K) and d loss / d values (N,): the
+        loss writes there (no copy)."""
+        ...
+
+    def backward(self, cache: Any, max_grad_norm: float) -> None:
+        """Write d loss / d parameters into the parameters' ``.grad`` (overwritten, not
+        accumulated) from the gradients in ``output_grad_views(cache)``, then with
+        ``max_grad_norm > 0`` clip them all together to that norm, as
+        :func:`clip_grad_norm` does."""
+        ...
+
+
+def clip_grad_norm(grad: torch.Tensor, max_norm: float) -> None:
+    """``clip_grad_norm_``'s arithmetic on one flat gradient, without reading the norm on the
+    host: scaled by ``min(1, max_norm / (norm + 1e-6))``; nothing with ``max_norm <= 0``."""
+    if max_norm > 0:
+        norm = torch.linalg.vector_norm(grad)
+        grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+
+
 class FeedForwardActorCritic(ActorCritic):
     """A stateless policy defined by ``heads(obs) -> (actor_out (B, K), value (B,))``."""
 
@@ -92,7 +151,14 @@ class FeedForwardActorCritic(ActorCritic):
         return None
 
     @torch.no_grad()
-    def act(self, obs, state, done, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
+    def act(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        done: torch.Tensor | None,
+        action_mask: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, State]:
         out, value = self.heads(obs)
         actions, logprob = distributions.sample(
             self.spec.action, out, action_mask, self.logstd(), generator
@@ -100,10 +166,17 @@ class FeedForwardActorCritic(ActorCritic):
         return actions, logprob, value, state
 
     @torch.no_grad()
-    def value(self, obs, state, done):  # type: ignore[no-untyped-def]
+    def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
         return self.heads(obs)[1]
 
-    def evaluate(self, obs_seq, actions_seq, state0, dones_seq, mask_seq=None):  # type: ignore[no-untyped-def]
+    def evaluate(
+        self,
+        obs_seq: torch.Tensor,
+        actions_seq: torch.Tensor,
+        state0: State,
+        dones_seq: torch.Tensor | None,
+        mask_seq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         t, b = obs_seq.shape[:2]
         out, value = self.heads(obs_seq.flatten(0, 1))
         mask = mask_seq.flatten(0, 1) if mask_seq is not None else None

@@ -69,7 +69,7 @@ other and compare outputs and gradients. Here:
 What is left is mostly arithmetic: on Catch (16 envs x 16 steps, ch 32, D 2, N 1, one thread)
 the per-step 3x3 convs run at about 80 GFLOP/s forward, and backward costs twice the forward,
 as its FLOPs do. Batching every step's weight gradient into one call after the loop (what
-``LSTMUnroll`` does for ``W_hh``) saved only ~2 ms of a ~14 ms conv backward per layer per
+``TorchRecurrence`` does for ``W_hh``) saved only ~2 ms of a ~14 ms conv backward per layer per
 minibatch in a micro-benchmark, so the recurrence stays under autograd.
 
 Tried, with ``benchmarks/convlstm_speed.py`` (preliminary: a 2-core machine shared with other

@@ -8,26 +8,28 @@ the step that sees the episode's first observation.
 
 Where the time goes, and why the unroll looks the way it does: at 16 environments a minibatch
 of 32 steps is dominated by per-op overhead, not arithmetic, so the work is arranged to issue as
-few operations per step as possible.
+few operations per step as possible. The recurrence has three implementations, one math:
 
-- Over a ``(T, B)`` sequence the input projection ``x @ W_ih^T + b`` of every step is one matmul
-  over ``T * B`` rows; only ``h @ W_hh^T`` and the gate arithmetic run step by step.
-- The gates are squashed with one ``sigmoid`` over all four blocks plus a ``tanh`` on the cell
-  block (two ops instead of four).
-- On the CPU in float32 the recurrence runs compiled (``policies/lstm_cpu.py``): all T steps
-  in one C call, forward and backward; with the analytic update
-  (:meth:`LSTMActorCritic.forward_train` / ``backward``) this took position-only CartPole's LSTM
-  PPO from ~21,000 to ~57,000 SPS. With a flat observation and one categorical action the
+- **The compiled CPU path** (``policies/lstm_cpu.py`` through ``rlperf/native.py``), float32 on
+  the CPU with the kernel built: all T steps in one C call, forward and backward
+  (:class:`~rlperf.policies.lstm_cpu.CompiledRecurrence`, an autograd node for
+  :meth:`LSTMActorCritic.evaluate`). With a flat observation and one categorical action the
   whole network (encoder, projection, recurrence, heads) is one C call per minibatch forward,
-  one backward, and one per rollout step with its sample: the ~35 small torch ops left around
-  the recurrence were each a dispatch and a two-thread fork/join (``docs/performance.md``).
-- Elsewhere (CUDA, bf16/fp16 autocast, float64, an install without a C compiler) the
-  recurrence is one autograd node, :class:`LSTMUnroll`, with a hand-written backward through
-  time: about 10 ops a step instead of autograd's ~2 nodes per forward op with their bookkeeping,
-  the gate derivatives computed once for the whole sequence, and ``dW_hh`` as one matmul over
-  all steps after the loop. Position-only CartPole, 64x32, 16-env minibatches: the update went
-  from ~13 ms to ~4 ms per minibatch (``docs/performance.md``).
-  :meth:`LSTMCore.unroll_reference` is the plain autograd version the tests check both against.
+  one backward (the analytic path of ``policies/base.py``: :meth:`LSTMActorCritic.forward_train`
+  / ``backward``), and one per rollout step with its sample: the ~35 small torch ops left
+  around the recurrence were each a dispatch and a two-thread fork/join
+  (``docs/performance.md``); with it position-only CartPole's LSTM PPO went from ~21,000 to
+  ~57,000 SPS.
+- **The torch path** elsewhere (CUDA, bf16/fp16 autocast, float64, an install without a C
+  compiler): :class:`TorchRecurrence`, one autograd node with a hand-written backward through
+  time: about 10 ops a step instead of autograd's ~2 nodes per forward op with their
+  bookkeeping, the gate derivatives computed once for the whole sequence, and ``dW_hh`` as one
+  matmul over all steps after the loop (position-only CartPole, 64x32, 16-env minibatches: the
+  update went from ~13 ms to ~4 ms per minibatch, ``docs/performance.md``). Over a ``(T, B)``
+  sequence the input projection ``x @ W_ih^T + b`` of every step is one matmul over ``T * B``
+  rows; only ``h @ W_hh^T`` and the gate arithmetic run step by step.
+- **The reference**, :meth:`LSTMCore.unroll_reference`: plain autograd step by step, what the
+  tests check both against.
 """
 
 from __future__ import annotations
@@ -35,24 +37,21 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 from torch import nn
 
+from rlperf import native
 from rlperf.envs.spec import EnvSpec
+from rlperf.native import CompiledNet, CompiledStep, NetForward, NetWeights
 from rlperf.policies import distributions, lstm_cpu
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State
 from rlperf.policies.encoders import MLPEncoder, make_encoder
-from rlperf.policies.lstm_cpu import (
-    CompiledNet,
-    CompiledStep,
-    LSTMUnrollCPU,
-    NetForward,
-    NetWeights,
-)
+from rlperf.policies.lstm_cpu import CompiledRecurrence
 
 
-class LSTMUnroll(torch.autograd.Function):
+class TorchRecurrence(torch.autograd.Function):
     """The LSTM recurrence over T steps as one autograd node (see the module docstring).
 
     Inputs: ``xproj`` (T, B, 4H) input part of the gates; ``keep`` (T, B, 1): 0 where the state
@@ -68,7 +67,14 @@ class LSTMUnroll(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xproj, keep, h0, c0, w_hh):  # type: ignore[no-untyped-def]
+    def forward(
+        ctx: Any,
+        xproj: torch.Tensor,
+        keep: torch.Tensor,
+        h0: torch.Tensor,
+        c0: torch.Tensor,
+        w_hh: torch.Tensor,
+    ) -> torch.Tensor:
         t_len, b, four_h = xproj.shape
         hid = four_h // 4
         g_block = slice(2 * hid, 3 * hid)
@@ -107,7 +113,7 @@ class LSTMUnroll(torch.autograd.Function):
         return hs
 
     @staticmethod
-    def backward(ctx, grad_hs):  # type: ignore[no-untyped-def]
+    def backward(ctx: Any, grad_hs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         acts, gs, cs, tc, hs, keep, h0, c0, w_hh = ctx.saved_tensors
         resets = ctx.resets
         t_len, b, four_h = acts.shape
@@ -181,48 +187,17 @@ class LSTMCore(nn.Module):
         # CleanRL's LSTM init: orthogonal weights (gain 1), zero biases.
         nn.init.orthogonal_(self.weight_ih, 1.0)
         nn.init.orthogonal_(self.weight_hh, 1.0)
-        self._frozen_step_weights: torch.Tensor | None = None
-
-    def step_weights(self) -> torch.Tensor:
-        """``[W_ih W_hh]^T``, (in + H, 4H) contiguous, for the compiled rollout step: made once
-        per :meth:`frozen` stretch, else per call (a copy of ~128 KiB at CartPole's sizes)."""
-        if self._frozen_step_weights is not None:
-            return self._frozen_step_weights
-        with torch.no_grad():
-            return lstm_cpu.cat_weights_t(self.weight_ih, self.weight_hh)
-
-    @contextlib.contextmanager
-    def frozen(self) -> Iterator[None]:
-        """Reuse one :meth:`step_weights` while the weights do not change (a rollout)."""
-        self._frozen_step_weights = None
-        if lstm_cpu.usable(self.weight_hh):
-            self._frozen_step_weights = self.step_weights()
-        try:
-            yield
-        finally:
-            self._frozen_step_weights = None
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """Input part of the gates for every row of ``x`` (N, in): (N, 4H)."""
         return torch.addmm(self.bias, x, self.weight_ih.T)
 
-    def cell(
-        self, xproj: torch.Tensor, h: torch.Tensor, c: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step from projected input (B, 4H) and state (B, H) each."""
-        hid = self.hidden
-        gates = torch.addmm(xproj, h, self.weight_hh.T)
-        s = gates.sigmoid()
-        g = gates[:, 2 * hid : 3 * hid].tanh()
-        c = torch.addcmul(s[:, hid : 2 * hid] * c, s[:, :hid], g)
-        h = s[:, 3 * hid :] * c.tanh()
-        return h, c
-
     def unroll(self, x: torch.Tensor, state: State, dones: torch.Tensor | None) -> torch.Tensor:
         """Hidden outputs (T, B, H) for inputs (T, B, in) from ``state`` = (h0, c0), each (B, H).
 
         ``dones[t]`` (B,) zeroes the state before step t where set. Differentiable with respect to
-        ``x``, the parameters and the initial state (one :class:`LSTMUnroll` node).
+        ``x``, the parameters and the initial state (one :class:`CompiledRecurrence` node on the
+        CPU in float32 with the kernel built, else one :class:`TorchRecurrence` node).
         """
         t_len, b = x.shape[:2]
         xproj = self.project(x.flatten(0, 1)).view(t_len, b, -1)
@@ -231,14 +206,16 @@ class LSTMCore(nn.Module):
         dtype = xproj.dtype  # bf16 / fp16 under autocast: the whole recurrence runs in it
         h0, c0, w_hh = h0.to(dtype), c0.to(dtype), self.weight_hh.to(dtype)
         if lstm_cpu.usable(w_hh, xproj, h0, c0):
-            return LSTMUnrollCPU.apply(xproj, keep, h0, c0, w_hh)
-        return LSTMUnroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
+            return CompiledRecurrence.apply(xproj, keep, h0, c0, w_hh)
+        return TorchRecurrence.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
 
     def unroll_reference(
         self, x: torch.Tensor, state: State, dones: torch.Tensor | None
     ) -> tuple[torch.Tensor, State]:
-        """:meth:`unroll` step by step under plain autograd; also returns the final state."""
+        """:meth:`unroll` step by step under plain autograd, the obviously-right version the
+        tests check the others against; also returns the final state."""
         t_len, b = x.shape[:2]
+        hid = self.hidden
         xproj = self.project(x.flatten(0, 1)).view(t_len, b, -1)
         keep = None if dones is None else (1.0 - dones).unsqueeze(-1)
         h, c = state
@@ -246,7 +223,11 @@ class LSTMCore(nn.Module):
         for t in range(t_len):
             if keep is not None:
                 h, c = h * keep[t], c * keep[t]
-            h, c = self.cell(xproj[t], h, c)
+            gates = torch.addmm(xproj[t], h, self.weight_hh.T)
+            i, f = gates[:, :hid].sigmoid(), gates[:, hid : 2 * hid].sigmoid()
+            g, o = gates[:, 2 * hid : 3 * hid].tanh(), gates[:, 3 * hid :].sigmoid()
+            c = f * c + i * g
+            h = o * c.tanh()
             outs.append(h)
         return torch.stack(outs), (h, c)
 
@@ -255,14 +236,15 @@ class LSTMActorCritic(ActorCritic):
     """Args: spec; encoder widths (flat obs); LSTM size; CNN settings (image obs).
 
     Two ways to get gradients, the same math: :meth:`evaluate` under autograd (any observation
-    and action space, autocast, ``--compile``), and, for flat observations and one unmasked
-    categorical action on the CPU in float32 with the compiled kernel built, the analytic path
-    of ``ppo/update.py``'s :class:`~rlperf.ppo.update.AnalyticUpdate`: :meth:`forward_train`,
-    the loss's closed-form gradient with respect to the heads' outputs, and :meth:`backward`
-    through heads, recurrence and encoder, each one call of the compiled network. At 16
-    environments x 32 steps autograd's graph around the recurrence (encoder, heads,
-    distribution, loss: ~100 small nodes) cost more than the recurrence itself. Under the same
-    conditions :meth:`act` is one call of the compiled network, sample included.
+    and action space, autocast, ``--compile``), and the analytic path of ``policies/base.py``
+    (:class:`~rlperf.policies.base.AnalyticPolicy`) for flat observations and one unmasked
+    categorical action on the CPU in float32 with the compiled kernel built (:attr:`analytic`):
+    :meth:`forward_train`, the loss's closed-form gradient with respect to the heads' outputs,
+    and :meth:`backward` through heads, recurrence and encoder, each one call of the compiled
+    network. At 16 environments x 32 steps autograd's graph around the recurrence (encoder,
+    heads, distribution, loss: ~100 small nodes) cost more than the recurrence itself. Under
+    the same conditions :meth:`act` and :meth:`value` are one call of the compiled network
+    (the sample included); otherwise they are torch ops.
     """
 
     recurrent = True
@@ -281,12 +263,10 @@ class LSTMActorCritic(ActorCritic):
         self.out = ActorCriticHeads(lstm_hidden_size, spec)
         self._widths = [math.prod(spec.obs_shape), *hidden_sizes]  # the MLP encoder's
         self._steps: dict[tuple[int, int], CompiledStep] | None = None  # inside acting()
-        # (T, B, obs_dim) -> (the parameters' and gradients' pointers, the net bound to them)
-        self._nets: dict[tuple[int, int, int], tuple[tuple[int, ...], CompiledNet]] = {}
-        self._params: list[nn.Parameter] | None = None
+        self._nets: dict[tuple[int, int, int], CompiledNet] = {}  # by (T, B, obs_dim)
 
     @property
-    def analytic(self) -> bool:  # type: ignore[override]
+    def analytic(self) -> bool:
         w = self.lstm.weight_hh
         return (
             self.spec.action.kind == "discrete"
@@ -298,12 +278,11 @@ class LSTMActorCritic(ActorCritic):
 
     @contextlib.contextmanager
     def acting(self) -> Iterator[None]:
-        """Lay out the rollout step's weights once for a stretch of :meth:`act` calls with
-        unchanged parameters (a rollout)."""
+        """Lay out the compiled rollout step's weights once for a stretch of :meth:`act` calls
+        with unchanged parameters (a rollout)."""
         self._steps = {}
         try:
-            with self.lstm.frozen():
-                yield
+            yield
         finally:
             self._steps = None
 
@@ -322,18 +301,36 @@ class LSTMActorCritic(ActorCritic):
         h = torch.zeros(num_envs, self.lstm.hidden, device=device)
         return (h, torch.zeros_like(h))
 
-    def _step(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> State:
-        """One step without autograd (called under ``act``'s and ``value``'s ``no_grad``): the
-        encoder as a few ops written out (module calls cost more than the 64-wide matmuls here),
-        then input projection and cell in one call of the compiled kernel where it applies
-        (position-only CartPole, 64 envs, 2 threads: ~80 us of ops and copies -> ~25 us), else
-        as torch ops."""
+    def _compiled_act(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        done: torch.Tensor | None,
+        generator: torch.Generator | None,
+        sample: bool,
+    ) -> tuple[torch.Tensor, State, torch.Tensor | None, torch.Tensor | None]:
+        """One step of the whole network in one call of the compiled step (the encoder, cell
+        and heads as torch ops cost ~150 us a step at 64 envs, mostly dispatch). Returns the
+        heads' outputs (B, K + 1), the next state, and with ``sample`` actions and their
+        log-probabilities."""
+        h, c = state
+        keep = h.new_ones(h.shape[0]) if done is None else 1.0 - done
+        noise = None
+        if sample:
+            k = self.out.num_outputs
+            noise = h.new_empty(h.shape[0], k).exponential_(generator=generator)
+        obs = obs.to(h.dtype).flatten(1)
+        step = self._compiled_step(obs.shape[0], obs.shape[1])
+        h, c, out, actions, logprob = step(obs, keep, h, c, noise)
+        return out, (h, c), actions, logprob
+
+    def _torch_step(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> State:
+        """One step as torch ops, without autograd (called under ``act``'s and ``value``'s
+        ``no_grad``): the encoder as a few ops written out (module calls cost more than the
+        64-wide matmuls here), then the projection and the cell."""
         lstm, hid = self.lstm, self.lstm.hidden
         h, c = state
         x = self.encoder.infer(obs)
-        if x.shape[1] <= lstm_cpu.MAX_FEATURES and lstm_cpu.usable(lstm.weight_hh, x, h, c):
-            keep = h.new_ones(h.shape[0]) if done is None else 1.0 - done
-            return lstm_cpu.step(x, keep, h, c, lstm.step_weights(), lstm.bias)
         gates = torch.addmm(lstm.bias, x, lstm.weight_ih.T)
         if done is not None:
             keep = (1.0 - done).unsqueeze(-1)
@@ -346,32 +343,41 @@ class LSTMActorCritic(ActorCritic):
         return h, c
 
     @torch.no_grad()
-    def act(self, obs, state, done, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
-        if self.analytic and action_mask is None:
-            # The whole step and the sample in one call of the compiled network: the encoder,
-            # cell and heads as torch ops cost ~150 us a step at 64 envs, mostly dispatch.
-            h, c = state
-            keep = h.new_ones(h.shape[0]) if done is None else 1.0 - done
-            k = self.out.num_outputs
-            noise = h.new_empty(h.shape[0], k).exponential_(generator=generator)
-            obs = obs.to(h.dtype).flatten(1)
-            step = self._compiled_step(obs.shape[0], obs.shape[1])
-            h, c, out, actions, logprob = step(obs, keep, h, c, noise)
-            return actions, logprob, out[:, k], (h, c)
-        h, c = self._step(obs, state, done)
-        out = torch.addmm(self.out.linear.bias, h, self.out.linear.weight.T)
+    def act(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        done: torch.Tensor | None,
+        action_mask: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, State]:
         k = self.out.num_outputs
+        if self.analytic and action_mask is None:
+            out, state, actions, logprob = self._compiled_act(obs, state, done, generator, True)
+            return cast(torch.Tensor, actions), cast(torch.Tensor, logprob), out[:, k], state
+        h, c = self._torch_step(obs, state, done)
+        out = torch.addmm(self.out.linear.bias, h, self.out.linear.weight.T)
         actions, logprob = distributions.sample(
             self.spec.action, out[:, :k], action_mask, self.out.logstd, generator
         )
         return actions, logprob, out[:, k], (h, c)
 
     @torch.no_grad()
-    def value(self, obs, state, done):  # type: ignore[no-untyped-def]
-        h, _ = self._step(obs, state, done)
+    def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
+        if self.analytic:  # the rollout's own arithmetic, so bootstrap values match act's
+            out, _, _, _ = self._compiled_act(obs, state, done, None, False)
+            return out[:, self.out.num_outputs]
+        h, _ = self._torch_step(obs, state, done)
         return self.out.value(h)
 
-    def evaluate(self, obs_seq, actions_seq, state0, dones_seq, mask_seq=None):  # type: ignore[no-untyped-def]
+    def evaluate(
+        self,
+        obs_seq: torch.Tensor,
+        actions_seq: torch.Tensor,
+        state0: State,
+        dones_seq: torch.Tensor | None,
+        mask_seq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         t, b = obs_seq.shape[:2]
         x = self.encoder(obs_seq.flatten(0, 1)).view(t, b, -1)
         hs = self.lstm.unroll(x, state0, dones_seq)
@@ -382,7 +388,7 @@ class LSTMActorCritic(ActorCritic):
         )
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
-    # -- the analytic path (see the class docstring) ----------------------------------------
+    # -- the analytic path (AnalyticPolicy, policies/base.py) ---------------------------------
     def _net_weights(self) -> NetWeights:
         """The parameters as the compiled network reads them."""
         lstm, heads = self.lstm, self.out.linear
@@ -391,29 +397,19 @@ class LSTMActorCritic(ActorCritic):
             lstm.weight_ih, lstm.weight_hh, lstm.bias, heads.weight, heads.bias,
         )  # fmt: skip
 
-    def _compiled_net(self, t_len: int, b: int, obs_dim: int) -> CompiledNet:
-        """The compiled network for this shape, bound to the parameters' and gradients'
-        current storage (remade if either moved: ``flatten_parameters`` moves both)."""
-        if self._params is None:  # the same Parameter objects for life; their storage moves
-            self._params = list(self.parameters())
-        params = self._params
-        grads = [p.grad for p in params]
-        ptrs = tuple(p.data_ptr() for p in params)
-        ptrs += tuple(0 if g is None else g.data_ptr() for g in grads)
-        key = (t_len, b, obs_dim)
-        entry = self._nets.get(key)
-        if entry is None or entry[0] != ptrs or not entry[1].intact():
-            bound = None if any(g is None for g in grads) else self._grads()
-            net = CompiledNet(t_len, b, obs_dim, self._net_weights(), bound)
-            entry = self._nets[key] = (ptrs, net)
-        return entry[1]
+    def _grads(self) -> list[torch.Tensor] | None:
+        """The parameters' gradients in :class:`~rlperf.native.CompiledNet`'s order, or None
+        while any is missing."""
+        grads = []
+        for _, t in self._net_weights().named():
+            if t.grad is None:
+                return None
+            grads.append(t.grad)
+        return grads
 
-    def _grads(self) -> list[torch.Tensor]:
-        """The parameters' gradients in :class:`CompiledNet`'s order."""
-        lstm, heads, linears = self.lstm, self.out.linear, self.encoder.linears
-        grads = [m.weight.grad for m in linears] + [m.bias.grad for m in linears]
-        return grads + [lstm.weight_ih.grad, lstm.weight_hh.grad, lstm.bias.grad,
-                        heads.weight.grad, heads.bias.grad]  # fmt: skip
+    def _bind_net(self, key: tuple[int, int, int]) -> CompiledNet:
+        net = self._nets[key] = CompiledNet(*key, self._net_weights(), self._grads())
+        return net
 
     @torch.no_grad()
     def forward_train(
@@ -422,12 +418,21 @@ class LSTMActorCritic(ActorCritic):
         """Logits (N, K) and values (N,) of ``(T, B, obs_dim)`` sequences, ``N = T * B``, and
         the activations :meth:`backward` needs (views of the compiled network's buffers: valid
         until the next ``forward_train`` of the same shape). Same arguments as
-        :meth:`evaluate`. One call of the compiled network (``lstm_cpu.CompiledNet``)."""
+        :meth:`evaluate`. One call of the compiled network (``native.CompiledNet``), bound to
+        the parameters' and gradients' storage and made again when that moved
+        (``flatten_parameters`` moves both; a deep copy has its own)."""
         t_len, b = obs_seq.shape[:2]
         obs = obs_seq.to(self.lstm.weight_ih.dtype)
-        net = self._compiled_net(t_len, b, obs[0, 0].numel())
+        key = (t_len, b, obs[0, 0].numel())
+        net = self._nets.get(key)
+        if net is None or (not net.has_grads and self._grads() is not None):
+            net = self._bind_net(key)
         h0, c0 = state0
-        fw = net.forward(obs, keep_mask(dones_seq, obs), h0, c0)
+        keep = keep_mask(dones_seq, obs)
+        try:
+            fw = net.forward(obs, keep, h0, c0)
+        except native.StorageMoved:
+            fw = self._bind_net(key).forward(obs, keep, h0, c0)
         k = self.out.num_outputs
         return fw.out[:, :k], fw.out[:, k], fw
 
@@ -446,4 +451,13 @@ class LSTMActorCritic(ActorCritic):
         network's backward, clipping included (a separate norm, clamp and scale over the flat
         gradient were ~50 us of torch ops per minibatch here)."""
         net = cache.net
-        net.backward(cache, max_grad_norm, None if net.has_grads else self._grads())
+        if net.has_grads:
+            net.backward(cache, max_grad_norm)
+            return
+        grads = self._grads()
+        if grads is None:
+            for _, t in self._net_weights().named():
+                if t.grad is None:
+                    t.grad = torch.zeros_like(t)
+            grads = self._grads()
+        net.backward(cache, max_grad_norm, grads)

@@ -20,19 +20,22 @@ paths compute ``tanh(z) = 2 * sigmoid(2 z) - 1``: the factor 2 is folded into th
 alpha/beta, the rest is one in-place sigmoid and one fused add. The result differs from
 ``torch.tanh`` by at most ~1.2e-7 absolute (float32 rounding around sigmoid's 0.5).
 
-It implements the policy protocol of ``policies/base.py`` (feed-forward: the state is ``()``).
+It implements the policy protocol of ``policies/base.py`` (feed-forward: the state is ``()``)
+and, for one unmasked categorical action, its :class:`~rlperf.policies.base.AnalyticPolicy`.
 Two ways to get gradients, the same math:
 - :meth:`evaluate` runs under autograd with ``torch.tanh`` (used for continuous and
   MultiDiscrete actions, masked actions, bf16 autocast and ``--compile``, and as the reference in
   tests);
-- :meth:`forward_train` + :meth:`backward` compute the gradient analytically from the gradient of
-  the loss with respect to the network outputs (see ``ppo/loss.py``). Without autograd's graph
-  bookkeeping an update issues far fewer operations, which is what dominates at small batches.
+- :meth:`forward_train` + :meth:`backward` (the analytic path) compute the gradient from the
+  gradient of the loss with respect to the network outputs (see ``ppo/loss.py``). Without
+  autograd's graph bookkeeping an update issues far fewer operations, which is what dominates
+  at small batches.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,15 +44,7 @@ from torch import nn
 
 from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies import distributions
-from rlperf.policies.base import FeedForwardActorCritic
-
-
-@dataclass
-class TrainCache:
-    """Activations of one training forward pass, kept for :meth:`MLPActorCritic.backward`."""
-
-    obs: torch.Tensor  # (B, obs_dim)
-    hidden: list[torch.Tensor]  # each (2, B, width): tanh outputs of each stacked layer
+from rlperf.policies.base import FeedForwardActorCritic, State, clip_grad_norm
 
 
 @dataclass
@@ -66,6 +61,15 @@ class Workspace:
     out_t: torch.Tensor  # (2, action_dim, B): actor outputs, critic value in row 0
     grad_out_t: torch.Tensor  # (2, action_dim, B): zero except what the loss writes
     grad_h: list[torch.Tensor]  # (2, B, width) per hidden layer: d loss / d h, then d / d z
+
+
+@dataclass
+class TrainCache:
+    """One training forward pass, kept for :meth:`MLPActorCritic.backward`: its input and the
+    workspace holding its activations (``ws.hidden``) and output gradients (``ws.grad_out_t``)."""
+
+    obs: torch.Tensor  # (B, obs_dim)
+    ws: Workspace
 
 
 MAX_WORKSPACES = 4
@@ -89,7 +93,7 @@ class MLPActorCritic(FeedForwardActorCritic):
         self.hidden_sizes = tuple(hidden_sizes)
         self.continuous = continuous
         # The closed-form head gradients (ppo/loss.py) are those of one unmasked categorical.
-        self.analytic = spec.action.kind == "discrete" and not spec.has_mask
+        self._analytic = spec.action.kind == "discrete" and not spec.has_mask
         self.num_layers = len(self.hidden_sizes) + 1
         dims = (obs_dim, *self.hidden_sizes, action_dim)
         self._shapes: list[tuple[str, tuple[int, ...]]] = []
@@ -155,7 +159,13 @@ class MLPActorCritic(FeedForwardActorCritic):
             out["actor_logstd"] = p["actor_logstd"]
         return out
 
-    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+    @property
+    def analytic(self) -> bool:
+        return self._analytic
+
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> MLPActorCritic:
         # Moving the module (.to(device)) replaces `flat`; rebuild the cached views after.
         super()._apply(fn, recurse)
         if self.flat.grad is None or self.flat.grad.device != self.flat.device:
@@ -236,7 +246,9 @@ class MLPActorCritic(FeedForwardActorCritic):
         return obs if obs.dtype == dtype else obs.to(dtype)
 
     @torch.no_grad()
-    def value(self, obs, state=(), done=None):  # type: ignore[no-untyped-def]
+    def value(
+        self, obs: torch.Tensor, state: State = (), done: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Critic value of each observation (B, obs_dim), shape (B,)."""
         p, x = self._p, self._as_float(obs)
         for i in range(self.num_layers - 1):
@@ -245,7 +257,14 @@ class MLPActorCritic(FeedForwardActorCritic):
         return torch.addmm(p[f"b{last}"][1, :1, 0], x, p[f"w{last}"][1, :1].T).view(-1)
 
     @torch.no_grad()
-    def act(self, obs, state=(), done=None, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
+    def act(
+        self,
+        obs: torch.Tensor,
+        state: State = (),
+        done: torch.Tensor | None = None,
+        action_mask: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, State]:
         """Sample actions for a batch of observations (B, obs_dim).
 
         Returns:
@@ -256,7 +275,7 @@ class MLPActorCritic(FeedForwardActorCritic):
         # A fresh (small) output: callers keep values and log-probs across calls.
         out_t = self._forward(obs, self.workspace(obs.shape[0]), None)
         actor_out, value = out_t[0].T, out_t[1, 0]
-        if self.analytic and action_mask is None:
+        if self._analytic and action_mask is None:
             # distributions.sample's ops for one unmasked categorical, without its dispatch:
             # CartPole's whole rollout step is ~0.1 ms, so a few microseconds show.
             logp = torch.log_softmax(actor_out, dim=-1)
@@ -282,7 +301,14 @@ class MLPActorCritic(FeedForwardActorCritic):
         out = torch.baddbmm(p[f"b{last}"].transpose(1, 2), x, p[f"w{last}"].transpose(1, 2))
         return out[0], out[1, :, 0]
 
-    def evaluate(self, obs_seq, actions_seq, state0=(), dones_seq=None, mask_seq=None):  # type: ignore[no-untyped-def]
+    def evaluate(
+        self,
+        obs_seq: torch.Tensor,
+        actions_seq: torch.Tensor,
+        state0: State = (),
+        dones_seq: torch.Tensor | None = None,
+        mask_seq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probability, entropy and value (T, B) of given actions, under autograd.
 
         The log-std (Box actions) is read from ``flat`` itself, so its gradient flows too.
@@ -296,60 +322,55 @@ class MLPActorCritic(FeedForwardActorCritic):
         )
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
+    # -- the analytic path (AnalyticPolicy, policies/base.py) ---------------------------------
     @torch.no_grad()
-    def forward_train(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, TrainCache]:
-        """Logits (B, A) and values (B,) with the activations :meth:`backward` needs.
+    def forward_train(
+        self, obs_seq: torch.Tensor, state0: State = (), dones_seq: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, TrainCache]:
+        """Logits (N, A) and values (N,) of observations (T, B, obs_dim), ``N = T * B`` rows,
+        with the activations :meth:`backward` needs (``state0`` and ``dones_seq`` are unused:
+        the MLP has no state).
 
         All three live in this batch size's workspace: valid until the next call with a batch
         of the same size.
         """
-        obs = self._as_float(obs)
+        obs = self._as_float(obs_seq.flatten(0, 1))
         ws = self.workspace(obs.shape[0])
         out_t = self._forward(obs, ws, ws.out_t)
-        return out_t[0].T, out_t[1, 0], TrainCache(obs, ws.hidden)
+        return out_t[0].T, out_t[1, 0], TrainCache(obs, ws)
+
+    @staticmethod
+    def output_grad_views(cache: TrainCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where :meth:`backward` reads d(loss)/d(outputs) for ``cache``'s batch: (N, A), (N,).
+
+        Views of the workspace's transposed output gradient; the critic's unused output rows
+        stay zero: nothing writes them.
+        """
+        grad_out_t = cache.ws.grad_out_t
+        return grad_out_t[0].T, grad_out_t[1, 0]
 
     @torch.no_grad()
-    def backward(
-        self, cache: TrainCache, grad_logits: torch.Tensor, grad_value: torch.Tensor
-    ) -> None:
-        """Write d(loss)/d(parameters) into ``flat.grad`` given d(loss)/d(outputs).
-
-        Args:
-            grad_logits: (B, A) gradient of the loss with respect to the actor's output.
-            grad_value: (B,) gradient of the loss with respect to the critic's output.
-        """
-        p, g = self._p, self._g
-        n = grad_logits.shape[0]
-        ws = self.workspace(n)
+    def backward(self, cache: TrainCache, max_grad_norm: float = 0.0) -> None:
+        """Write d(loss)/d(parameters) into ``flat.grad`` from the output gradients in
+        :meth:`output_grad_views`, then clip it to ``max_grad_norm`` (if > 0)."""
+        p, g, ws = self._p, self._g, cache.ws
+        n = cache.obs.shape[0]
         grad_out_t = ws.grad_out_t
-        # Skip the copies when the loss already wrote into output_grad_views().
-        if grad_logits.data_ptr() != grad_out_t.data_ptr():
-            grad_out_t[0] = grad_logits.T
-        if grad_value.data_ptr() != grad_out_t[1].data_ptr():
-            grad_out_t[1, 0] = grad_value
         last = self.num_layers - 1
-        h_last = cache.hidden[-1] if last > 0 else cache.obs.unsqueeze(0).expand(2, n, -1)
+        hidden = ws.hidden
+        h_last = hidden[-1] if last > 0 else cache.obs.unsqueeze(0).expand(2, n, -1)
         # Output layer, transposed as in _forward: dW^T = dOut^T @ h, db = sum over the batch.
         torch.bmm(grad_out_t, h_last, out=g[f"w{last}"])
         torch.sum(grad_out_t, 2, keepdim=True, out=g[f"b{last}"])
-        if last == 0:
-            return
-        grad_h = torch.bmm(grad_out_t.transpose(1, 2), p[f"w{last}"], out=ws.grad_h[last - 1])
+        if last > 0:
+            grad_h = torch.bmm(grad_out_t.transpose(1, 2), p[f"w{last}"], out=ws.grad_h[last - 1])
         for i in reversed(range(last)):
             # grad_h * (1 - h^2), fused, in place: one buffer per layer keeps the working set
             # (and the memory traffic) small.
-            dz = torch.ops.aten.tanh_backward.grad_input(grad_h, cache.hidden[i], grad_input=grad_h)
-            below = cache.hidden[i - 1] if i > 0 else cache.obs.unsqueeze(0).expand(2, n, -1)
+            dz = torch.ops.aten.tanh_backward.grad_input(grad_h, hidden[i], grad_input=grad_h)
+            below = hidden[i - 1] if i > 0 else cache.obs.unsqueeze(0).expand(2, n, -1)
             torch.bmm(below.transpose(1, 2), dz, out=g[f"w{i}"])
             torch.sum(dz, 1, keepdim=True, out=g[f"b{i}"])
             if i > 0:
                 grad_h = torch.bmm(dz, p[f"w{i}"].transpose(1, 2), out=ws.grad_h[i - 1])
-
-    def output_grad_views(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Where :meth:`backward` keeps d(loss)/d(outputs) for a batch of ``n``: (n, A), (n,).
-
-        A loss that writes its gradients straight into these saves two copies per update. The
-        critic's unused output rows stay zero: nothing writes them.
-        """
-        grad_out_t = self.workspace(n).grad_out_t
-        return grad_out_t[0].T, grad_out_t[1, 0]
+        clip_grad_norm(self.flat.grad, max_grad_norm)

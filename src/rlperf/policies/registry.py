@@ -1,8 +1,8 @@
 """Policy registry: ``--policy NAME`` (config ``policy.kind``) to a policy built for an env.
 
 Each entry says which observations it takes, so a mismatch is a one-line error before any
-training, not a shape error in the first matmul. A new policy (the ConvLSTM of the RGB
-environment, say) is one more :func:`register_policy` call.
+training, not a shape error in the first matmul. Each policy is one :func:`register_policy`
+call.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _convlstm(spec: EnvSpec, cfg: PolicyConfig) -> ActorCritic:
 
 
 _POLICIES: dict[str, PolicyEntry] = {
-    "mlp": PolicyEntry(_mlp, False, FLAT, "stacked actor-critic MLP (analytic fast update)"),
+    "mlp": PolicyEntry(_mlp, False, FLAT, "stacked actor-critic MLP (analytic update)"),
     "lstm": PolicyEntry(_lstm, True, ANY, "MLP or CNN encoder, LSTM, actor and critic heads"),
     "cnn": PolicyEntry(_cnn, False, IMAGE, "convolutional encoder for (C, H, W) images"),
     "convlstm": PolicyEntry(

@@ -1,7 +1,8 @@
 /* The PPO loss of one categorical action and its gradient with respect to the logits and the
- * value, on the CPU in float32: one pass over the rows instead of ~30 torch ops. Called from
- * rlperf/ppo/loss.py (discrete_ppo_loss_and_head_grads), which checks every tensor and passes
- * pointers and strides; the torch version there is the reference it is tested against.
+ * value, on the CPU in float32: one pass over the rows instead of ~30 torch ops. Called only from
+ * rlperf/native.py (for ppo/loss.py's discrete_ppo_loss_and_head_grads), which checks every
+ * tensor and passes pointers and strides; the torch version in loss.py is the reference it is
+ * tested against. MAX_ACTIONS is exported as a module constant: native.py reads it from here.
  *
  * Per row (A actions), as the torch version (see its docstring for the derivation):
  *   logp = log_softmax(logits), p = exp(logp), H = -sum p logp
@@ -199,4 +200,12 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__loss_cpu(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__loss_cpu(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "MAX_ACTIONS", MAX_ACTIONS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

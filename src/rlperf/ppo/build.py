@@ -1,12 +1,13 @@
 """The parts a run is built from, chosen once from what the policy and the env declare.
 
 The trainer never asks which policy or env it has: the choices that depend on them are made
-here, when the run starts, from declared capabilities (``policy.recurrent``, ``policy.analytic``,
-the buffer's layout) and the config.
+here, when the run starts, from declared capabilities (``policy.recurrent``, ``policy.analytic``
+of the :class:`~rlperf.policies.base.AnalyticPolicy` protocol, the buffer's layout) and the
+config.
 
 - The **update**: :class:`~rlperf.ppo.update.AnalyticUpdate` (closed-form gradients, no autograd
   graph) where the policy offers it and nothing needs autograd (fp32, no ``--compile``, no
-  supervised loss, ``--fast-update`` on); :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
+  supervised loss, ``--analytic`` on); :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
 - The **env step**: ``rollout/env_step``, or for env workers (``envs/workers/``) the send of
   the actions (``rollout/env_send``) and the wait for the workers (``rollout/env_recv``), so the
   breakdown shows whether the trainer waits on the workers or the workers on the trainer.
@@ -30,7 +31,7 @@ from rlperf.envs.workers import MultiprocessVecEnv
 from rlperf.policies.base import ActorCritic
 from rlperf.ppo.rollout import RolloutBuffer
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
-from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
+from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate, analytic_update_applies
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
 
@@ -79,13 +80,7 @@ def make_update(
         supervised_phase: the run has a supervised phase, whose loss only autograd takes.
     """
     ppo = cfg.ppo
-    if (
-        policy.analytic
-        and cfg.policy.fast_update
-        and ppo.precision == "fp32"
-        and not ppo.compile
-        and not supervised_phase
-    ):
+    if cfg.policy.analytic and not supervised_phase and analytic_update_applies(policy, ppo):
         return AnalyticUpdate(policy, ppo, minibatch_size)
     return AutogradUpdate(policy, ppo, ppo.precision, ppo.compile)
 

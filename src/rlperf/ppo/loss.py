@@ -11,7 +11,9 @@
 :func:`ppo_loss` computes it from log-probabilities, entropies and values under autograd (the
 reference, as in CleanRL). :func:`discrete_ppo_loss_and_head_grads` computes the same loss from
 the actor's logits and the critic's values together with the loss's gradient with respect to
-those two outputs, in closed form, for the analytic update of ``policies/mlp.py``.
+those two outputs, in closed form, for the analytic update (``policies/base.py``,
+``ppo/update.py``); on the CPU in float32 through the compiled loop of ``_loss_cpu.c``
+(``rlperf/native.py``), elsewhere as torch ops.
 
 Statistics stay on the device while training: both functions return a (5,) tensor of means
 (:data:`STAT_NAMES`; the value entry is ``mean(max(...))`` before the 0.5), so summing them over
@@ -26,10 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-try:
-    from rlperf.ppo import _loss_cpu as _loss_kernel
-except ImportError:  # built without a C compiler: the torch version serves
-    _loss_kernel = None
+from rlperf import native
 
 # Per-sample quantities averaged into the device-side statistics vector, in this order.
 STAT_NAMES = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
@@ -126,47 +125,23 @@ def discrete_ppo_loss_and_head_grads(
     one pass over the rows instead of ~30 torch ops (LSTM minibatch of 512 rows, 2 threads:
     ~200 -> ~15 us), else the torch version; the two are tested against each other.
     """
-    if not _compiled_loss_applies(logits, newvalue, actions, oldlogprob, advantages, returns,
-                                  oldvalues):  # fmt: skip
+    if not (native.loss_available() and logits.dtype == torch.float32 and logits.is_cpu):
         return discrete_ppo_loss_and_head_grads_torch(
             logits, newvalue, actions, oldlogprob, advantages, returns, oldvalues, coefs,
             grad_logits_out, grad_value_out, stat_rows_out,
         )  # fmt: skip
-    n, num_actions = logits.shape
     grad_logits = torch.empty_like(logits) if grad_logits_out is None else grad_logits_out
     grad_value = torch.empty_like(newvalue) if grad_value_out is None else grad_value_out
-    stats = logits.new_empty(len(STAT_NAMES))
-    ins = (logits, newvalue, actions, oldlogprob, advantages, returns, oldvalues)
-    _loss_kernel.loss(
-        n, num_actions, int(coefs.clip_vloss), *logits.stride(),
-        *(t.stride(0) for t in ins[1:]), *grad_logits.stride(), grad_value.stride(0),
-        _loss_threads(n), float(coefs.clip_coef), float(coefs.ent_coef), float(coefs.vf_coef),
-        *(t.data_ptr() for t in ins), grad_logits.data_ptr(), grad_value.data_ptr(),
-        stats.data_ptr(),
+    stats = native.ppo_loss_and_head_grads(
+        logits, newvalue, actions, oldlogprob, advantages, returns, oldvalues, coefs.clip_coef,
+        coefs.clip_vloss, coefs.ent_coef, coefs.vf_coef, grad_logits, grad_value,
     )  # fmt: skip
     return stats, grad_logits, grad_value
 
 
-def _loss_threads(n: int) -> int:
-    # Below ~2048 rows a second thread's fork/join costs more than its half of the rows.
-    return torch.get_num_threads() if n >= 2048 else 1
-
-
 def compiled_loss_available() -> bool:
     """Whether the compiled loss (``rlperf.ppo._loss_cpu``) was built and imported."""
-    return _loss_kernel is not None
-
-
-def _compiled_loss_applies(logits: torch.Tensor, *others: torch.Tensor) -> bool:
-    actions = others[1]
-    floats = (logits, others[0], *others[2:])
-    return (
-        _loss_kernel is not None
-        and logits.dim() == 2
-        and actions.dtype == torch.int64
-        and actions.device.type == "cpu"
-        and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in floats)
-    )
+    return native.loss_available()
 
 
 @torch.no_grad()

@@ -6,10 +6,12 @@
   last two over all parameters gathered into one flat tensor (``ppo/optim.py``). Optional
   autocast (``--precision bf16``, or fp16 with a grad scaler on CUDA) and ``torch.compile`` of
   ``evaluate`` (``--compile``).
-- :class:`AnalyticUpdate`: the MLP's fast path. The loss's gradient with respect to the
-  network's outputs in closed form (``ppo/loss.py``), backpropagated by the MLP itself without
-  autograd's graph (``policies/mlp.py``), one norm over one flat gradient, and :class:`FlatAdam`.
-  At CartPole's sizes that issues a fraction of the operations, which is what the time is.
+- :class:`AnalyticUpdate`: a policy of the analytic protocol
+  (:class:`~rlperf.policies.base.AnalyticPolicy`: the MLP, the LSTM on flat observations). The
+  loss's gradient with respect to the network's outputs in closed form (``ppo/loss.py``),
+  written where the policy reads it, backpropagated and clipped by the policy itself without
+  autograd's graph, and :class:`FlatAdam`. At CartPole's sizes that issues a fraction of the
+  operations, which is what the time is. :func:`analytic_update_applies` says when it can run.
 
 Both split a step into :meth:`gradients` (sections ``loss`` and ``backward``) and :meth:`apply`
 (``optimizer_step``), so the tests can compare the gradients of the two on one minibatch.
@@ -30,7 +32,7 @@ from typing import Any
 import torch
 
 from rlperf.config import PPOConfig
-from rlperf.policies.base import ActorCritic
+from rlperf.policies.base import ActorCritic, AnalyticPolicy, clip_grad_norm
 from rlperf.ppo.loss import (
     STAT_NAMES,
     LossCoefs,
@@ -73,15 +75,29 @@ class _FlatAdamUpdate:
         self.optimizer.lr = value
 
 
+def analytic_update_applies(policy: ActorCritic, ppo: PPOConfig) -> bool:
+    """Whether :class:`AnalyticUpdate` can train ``policy`` under these settings: the policy
+    implements :class:`~rlperf.policies.base.AnalyticPolicy` and its ``analytic`` holds (as
+    built, where its parameters are now), and the update runs in fp32 without
+    ``torch.compile`` (it has no autocast and nothing to compile)."""
+    return (
+        isinstance(policy, AnalyticPolicy)
+        and policy.analytic
+        and ppo.precision == "fp32"
+        and not ppo.compile
+    )
+
+
 class AnalyticUpdate(_FlatAdamUpdate):
-    """The fast path of a policy with ``analytic`` set: the MLP, and the LSTM on flat
-    observations (``policies/lstm.py``; its ``backward`` writes each parameter's ``.grad``,
-    which :func:`flatten_parameters` made views of one flat gradient)."""
+    """The analytic update of an :class:`~rlperf.policies.base.AnalyticPolicy` (see the
+    module docstring). The policy's ``backward`` writes each parameter's ``.grad``, which
+    :func:`flatten_parameters` made views of one flat gradient, clipping included."""
 
     def __init__(self, policy: ActorCritic, ppo: PPOConfig, minibatch_size: int) -> None:
-        if not policy.analytic:
+        if not (isinstance(policy, AnalyticPolicy) and policy.analytic):
             raise ValueError(f"{type(policy).__name__} has no analytic gradient")
-        self.policy, self.ppo = policy, ppo
+        self.policy: AnalyticPolicy = policy
+        self.ppo = ppo
         self.coefs = loss_coefs(ppo)
         self.flat, self.grad = flatten_parameters(policy)
         self.optimizer = FlatAdam(self.flat, ppo.learning_rate, eps=ppo.adam_eps, grad=self.grad)
@@ -91,38 +107,20 @@ class AnalyticUpdate(_FlatAdamUpdate):
     def gradients(self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler) -> torch.Tensor:
         """Write the gradient of the PPO loss into the flat gradient; returns the stats (5,).
 
-        ``mb`` holds ``T = 1`` rows (feed-forward minibatches) or ``(T, B)`` sequences of a
-        recurrent policy; ``advantages`` has ``mb``'s shape.
+        ``mb`` holds ``(T, B)`` sequences (``T = 1`` for a feed-forward policy; the packed
+        table's rows come as ``mb.rows``); ``advantages`` has ``mb``'s shape.
         """
-        if self.policy.recurrent:
-            return self._sequence_gradients(mb, advantages, prof)
         policy, sec = self.policy, prof.section
-        rows = mb.rows
-        if rows is None:
-            rows = (mb.obs[0], mb.actions[0], mb.logprobs[0], mb.values[0], None, mb.returns[0])
-        obs, actions, logprobs, values, _, returns = rows
+        if mb.rows is None:
+            obs, actions, logprobs = mb.obs, mb.actions.reshape(-1), mb.logprobs.reshape(-1)
+            values, returns = mb.values.reshape(-1), mb.returns.reshape(-1)
+        else:  # (B, ...) rows of the packed table: a T = 1 sequence
+            obs, actions, logprobs, values, _, returns = mb.rows
+            obs = obs.unsqueeze(0)
         with sec(names.LOSS):
-            logits, newvalue, cache = policy.forward_train(obs)
-            stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
-                logits, newvalue, actions, logprobs, advantages[0], returns, values, self.coefs,
-                *policy.output_grad_views(logits.shape[0]), self._stat_rows,
-            )  # fmt: skip
-        with sec(names.BACKWARD):
-            policy.backward(cache, grad_logits, grad_value)
-            if self.grad_allreduce is None:
-                clip_grad_norm(self.grad, self.ppo.max_grad_norm)
-        self._allreduce(prof)
-        return stats
-
-    def _sequence_gradients(
-        self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler
-    ) -> torch.Tensor:
-        policy, sec = self.policy, prof.section
-        with sec(names.LOSS):
-            logits, newvalue, cache = policy.forward_train(mb.obs, mb.state0, mb.dones)
+            logits, newvalue, cache = policy.forward_train(obs, mb.state0, mb.dones)
             stats, _, _ = discrete_ppo_loss_and_head_grads(
-                logits, newvalue, mb.actions.reshape(-1), mb.logprobs.reshape(-1),
-                advantages.reshape(-1), mb.returns.reshape(-1), mb.values.reshape(-1),
+                logits, newvalue, actions, logprobs, advantages.reshape(-1), returns, values,
                 self.coefs, *policy.output_grad_views(cache), self._stat_rows,
             )  # fmt: skip
         with sec(names.BACKWARD):
@@ -142,13 +140,6 @@ class AnalyticUpdate(_FlatAdamUpdate):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
-
-
-def clip_grad_norm(grad: torch.Tensor, max_norm: float) -> None:
-    """``clip_grad_norm_``'s arithmetic on one flat gradient, without reading the norm."""
-    if max_norm > 0:
-        norm = torch.linalg.vector_norm(grad)
-        grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
 
 
 class LossScaler:

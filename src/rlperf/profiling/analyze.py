@@ -179,7 +179,7 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
         return (
             f"{head}: fewer, larger minibatches (num_minibatches={mbs}: try "
             f"{max(1, (mbs or 2) // 2)}) cut per-minibatch overhead; fewer update epochs "
-            f"(update_epochs={epochs}) cut it proportionally; keep --fast-update on for MLP "
+            f"(update_epochs={epochs}) cut it proportionally; keep --analytic on for MLP "
             "policies with discrete actions."
         )
     if phase == "logging":

@@ -203,7 +203,7 @@ def render_reports(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: st
 
 # -- running configurations -----------------------------------------------------------------
 def parse_overrides(text: str, side: str, env: str | None = None) -> dict[str, Any]:
-    """``"num_envs=128 hidden_sizes=32,32 fast_update=false"`` -> typed config values.
+    """``"num_envs=128 hidden_sizes=32,32 analytic=false"`` -> typed config values.
 
     A key that is not a config field but an option of ``env`` goes into ``options`` (the
     ``--env-option`` dict): ``"turbo=false"`` with ``env="petri"``.

@@ -182,12 +182,15 @@ def _loss_and_head_grads(batch: int) -> tuple[Any, Callable[[], tuple[Any, ...]]
 
     policy, mb = _minibatch(batch)
     coefs, stat_rows = LossCoefs(), torch.empty(len(STAT_NAMES), batch)
+    protocol = _analytic_protocol(policy)
+    obs = mb["obs"].unsqueeze(0) if protocol else mb["obs"]  # a T = 1 sequence, or rows
 
     def call() -> tuple[Any, ...]:
-        logits, newvalue, cache = policy.forward_train(mb["obs"])
+        logits, newvalue, cache = policy.forward_train(obs)
+        views = policy.output_grad_views(cache if protocol else batch)
         stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
             logits, newvalue, mb["actions"], mb["logprobs"], mb["advantages"], mb["returns"],
-            mb["values"], coefs, *policy.output_grad_views(batch), stat_rows,
+            mb["values"], coefs, *views, stat_rows,
         )  # fmt: skip
         return stats, cache, grad_logits, grad_value
 
@@ -199,9 +202,21 @@ def _ppo_loss_forward(batch: int) -> Prepared:
     return Prepared(call, batch, "samples")
 
 
+def _analytic_protocol(policy: Any) -> bool:
+    """Whether the MLP has the one analytic protocol (``policies/base.py``): ``forward_train``
+    over ``(T, B, ...)`` sequences, ``backward(cache, max_grad_norm)``. Commits before it
+    (before this session's native boundary) took ``(B, ...)`` rows and
+    ``backward(cache, grad_logits, grad_value)``."""
+    import inspect
+
+    return "state0" in inspect.signature(policy.forward_train).parameters
+
+
 def _ppo_backward(batch: int) -> Prepared:
     policy, call = _loss_and_head_grads(batch)
-    _, cache, grad_logits, grad_value = call()
+    _, cache, grad_logits, grad_value = call()  # the gradients are where backward reads them
+    if _analytic_protocol(policy):
+        return Prepared(lambda: policy.backward(cache, 0.0), batch, "samples")
     return Prepared(lambda: policy.backward(cache, grad_logits, grad_value), batch, "samples")
 
 

@@ -119,7 +119,11 @@ def lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
         from rlperf.policies import lstm_cpu
     except ImportError as e:  # commits before bab47af
         raise CaseSkipped("no compiled LSTM kernel in this commit") from e
-    from rlperf.policies.lstm import LSTMUnroll
+    from rlperf.policies import lstm
+
+    # Named LSTMUnrollCPU and LSTMUnroll before the one analytic protocol.
+    compiled = getattr(lstm_cpu, "CompiledRecurrence", None) or lstm_cpu.LSTMUnrollCPU
+    torch_unroll = getattr(lstm, "TorchRecurrence", None) or lstm.LSTMUnroll
 
     if impl == "compiled" and not lstm_cpu.available():
         raise CaseSkipped("the compiled LSTM kernel is not built (no C compiler at install)")
@@ -133,9 +137,9 @@ def lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
 
     def run() -> Any:
         if impl == "compiled":
-            hs = lstm_cpu.LSTMUnrollCPU.apply(xproj, keep, h0, c0, w_hh)
+            hs = compiled.apply(xproj, keep, h0, c0, w_hh)
         else:
-            hs = LSTMUnroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
+            hs = torch_unroll.apply(xproj, keep.unsqueeze(-1), h0, c0, w_hh)
         return torch.autograd.grad(hs, (xproj, w_hh), grad)
 
     return Prepared(run, num_steps * num_envs, "samples")
@@ -144,7 +148,7 @@ def lstm_recurrence(num_steps: int, num_envs: int, impl: str) -> Prepared:
 def lstm_network(num_steps: int, num_envs: int, impl: str) -> Prepared:
     """The whole LSTM actor-critic of position-only CartPole (encoder 64-64, LSTM 64, heads),
     forward and backward over a (T, B) minibatch from given output gradients: the compiled
-    network (``lstm_cpu.CompiledNet``, one call each way) or autograd through the same modules
+    network (``native.CompiledNet``, one call each way) or autograd through the same modules
     (the recurrence through the compiled kernel's autograd node where it is built)."""
     import torch
 

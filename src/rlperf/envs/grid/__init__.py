@@ -14,14 +14,18 @@ from dataclasses import replace
 
 from rlperf.envs.grid.distances import UNREACHABLE
 from rlperf.envs.grid.env import (
+    GOAL_AT_AGENT,
+    GOAL_PER_MOVE,
+    ON,
+    GridVec,
+)
+from rlperf.envs.grid.layout import (
     AGENTS,
     CHANNEL_NAMES,
     COL,
     COOLING,
     DOWN,
     GOAL,
-    GOAL_AT_AGENT,
-    GOAL_PER_MOVE,
     HUB,
     INVENTORY,
     LEFT,
@@ -29,13 +33,11 @@ from rlperf.envs.grid.env import (
     NOOP,
     NUM_ACTIONS,
     NUM_CHANNELS,
-    ON,
     READY,
     RIGHT,
     ROW,
     UP,
     WALLS,
-    GridVec,
 )
 from rlperf.envs.grid.missions import (
     DEFAULT_MISSION,

@@ -79,6 +79,16 @@ from numpy.lib.stride_tricks import sliding_window_view
 from rlperf.envs.episodes import finished_infos
 from rlperf.envs.grid.distances import UNREACHABLE, distance_fields
 from rlperf.envs.grid.goals import nearest_goals
+from rlperf.envs.grid.layout import (
+    AGENTS,
+    COL,
+    GOAL,
+    INVENTORY,
+    MOVES,
+    NUM_ACTIONS,
+    NUM_CHANNELS,
+    ROW,
+)
 from rlperf.envs.grid.missions import Mission, generate_maps
 from rlperf.timing import profile
 from rlperf.timing.names import ENV_MOVE, ENV_OBSERVE, ENV_RESET
@@ -86,13 +96,6 @@ from rlperf.timing.names import ENV_MOVE, ENV_OBSERVE, ENV_RESET
 if TYPE_CHECKING:
     from rlperf.envs.grid.teacher import GridTeacher
 
-NOOP, UP, DOWN, LEFT, RIGHT = range(5)
-NUM_ACTIONS = 5
-MOVES = np.array([(0, 0), (-1, 0), (1, 0), (0, -1), (0, 1)], np.int64)  # (drow, dcol) by action
-
-WALLS, READY, COOLING, HUB, AGENTS, INVENTORY, ROW, COL, GOAL = range(9)
-NUM_CHANNELS = 9  # with the goal plane; GOAL without it
-CHANNEL_NAMES = ("walls", "ready", "cooling", "hub", "agents", "inventory", "row", "col", "goal")
 ON = 255
 GOAL_AT_AGENT = 128  # the GOAL plane's value at the agent's own cell (when it has a goal)
 GOAL_PER_MOVE = 16  # GOAL plane levels per move of distance

@@ -14,18 +14,20 @@ import numpy as np
 
 from rlperf.envs.grid.distances import UNREACHABLE
 from rlperf.envs.grid.env import (
+    GOAL_AT_AGENT,
+    GOAL_PER_MOVE,
+    ON,
+)
+from rlperf.envs.grid.layout import (
     AGENTS,
     COL,
     COOLING,
     GOAL,
-    GOAL_AT_AGENT,
-    GOAL_PER_MOVE,
     HUB,
     INVENTORY,
     MOVES,
     NOOP,
     NUM_CHANNELS,
-    ON,
     READY,
     ROW,
     WALLS,

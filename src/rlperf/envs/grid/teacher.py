@@ -17,21 +17,15 @@ from the student's own observation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from rlperf.envs.grid.env import (
-    COL,
-    DOWN,
-    INVENTORY,
-    LEFT,
-    MOVES,
-    NOOP,
-    RIGHT,
-    ROW,
-    UP,
-    GridVec,
-)
 from rlperf.envs.grid.goals import nearest_goals
+from rlperf.envs.grid.layout import COL, DOWN, INVENTORY, LEFT, MOVES, NOOP, RIGHT, ROW, UP
+
+if TYPE_CHECKING:  # the env makes its teacher (GridVec.make_teacher): no import at run time
+    from rlperf.envs.grid.env import GridVec
 
 
 class GridTeacher:

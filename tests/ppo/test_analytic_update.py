@@ -68,7 +68,7 @@ def autograd_update(policy: MLPActorCritic, b: dict, coefs: LossCoefs):
 def analytic_update(policy: MLPActorCritic, b: dict, coefs: LossCoefs):
     # NaN first: backward must write every entry of the gradient, not accumulate into it.
     policy.flat.grad.fill_(float("nan"))
-    logits, newvalue, cache = policy.forward_train(b["obs"])
+    logits, newvalue, cache = policy.forward_train(b["obs"].unsqueeze(0))
     stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
         logits,
         newvalue,
@@ -79,7 +79,11 @@ def analytic_update(policy: MLPActorCritic, b: dict, coefs: LossCoefs):
         b["oldvalues"],
         coefs,
     )
-    policy.backward(cache, grad_logits, grad_value)
+    # The loss wrote fresh tensors: hand them to backward where it reads them (no clipping).
+    views_logits, views_value = policy.output_grad_views(cache)
+    views_logits.copy_(grad_logits)
+    views_value.copy_(grad_value)
+    policy.backward(cache, 0.0)
     return stats, policy.flat.grad.clone()
 
 
@@ -105,7 +109,7 @@ CASES = [
 
 
 TOLERANCES = {
-    # float32, as the trainer runs: summation order and the fast path's tanh-through-sigmoid
+    # float32, as the trainer runs: summation order and the analytic path's tanh-through-sigmoid
     # (~1e-7 absolute per activation).
     torch.float32: {"rtol": 1e-4, "atol": 1e-6},
     # float64: the same math must agree to near machine precision.
