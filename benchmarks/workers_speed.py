@@ -10,7 +10,7 @@ rounds (one timing of each per round), medians [min-max] and paired ratios per r
 - A heavy env, where a worker's share costs over 1 ms a step: the grid at 4096 agent rows
   (256 maps) and ``gym:CartPole-v1`` at 256 envs, serial against 2 workers.
 
-The peers are benchmark-only dependencies (the ``bench-peers`` extra)::
+The peers are benchmark-only dependencies, installed by hand (no extra: see pyproject.toml)::
 
     pip install --no-deps pufferlib-core==3.0.23   # --no-deps: it pins torch==2.9.0
     python benchmarks/workers_speed.py --rounds 7 --seconds 1.0
