@@ -107,8 +107,6 @@ import subprocess
 import sys
 import time
 
-from rlperf.bench.harness import spread
-
 WARMUP_ITERS = 2
 LSTM_HIDDEN = 64  # rlperf's default lstm_hidden_size; every implementation uses it
 NUM_ENVS, NUM_STEPS = 64, 32
@@ -574,6 +572,9 @@ def measure(impl: str, total: int, threads: int, seed: int, base_src: str | None
 
 
 def print_table(results: dict[str, list[dict]], threads: int, rounds: int) -> None:
+    # Imported here, not at the top: a worker may run an older tree (--base-src) without it.
+    from rlperf.bench.harness import spread
+
     print(f"\nLSTM PPO SPS, position-only CartPole, {NUM_ENVS} envs x {NUM_STEPS} steps, "
           f"{NUM_MINIBATCHES} minibatches x {UPDATE_EPOCHS} epochs, {threads} torch threads; "
           f"median [min - max] of {rounds} processes each, interleaved\n")  # fmt: skip

@@ -316,8 +316,10 @@ def main() -> None:
     ap.add_argument("--json", help="write all samples to this file")
     args = ap.parse_args()
     impls = args.impls.split(",")
-    if args.base_src:
+    if args.base_src and "rlperf-base" not in impls:
         impls.insert(1, "rlperf-base")
+    if "rlperf-base" in impls and not args.base_src:
+        ap.error("--impls rlperf-base needs --base-src, the older tree it runs")
     results: dict[str, dict[str, list[dict]]] = {}
     for config in args.configs.split(","):
         num_envs, num_steps = parse_config(config)
