@@ -42,7 +42,7 @@ def restore_torch_threads() -> Iterator[None]:
 def test_every_component_the_issue_asks_for_has_cases() -> None:
     asked = {"env_step", "env_reset", "policy_act", "transfer", "buffer_store",
              "minibatch_sampling", "gae", "ppo_loss_forward", "ppo_backward", "optimizer_step",
-             "update_epoch", "e2e_train"}  # fmt: skip
+             "update_epoch", "e2e_train", "env_step_workers", "allreduce", "telemetry"}  # fmt: skip
     assert asked <= set(registry.component_names())
 
 
@@ -156,6 +156,8 @@ def test_the_gate_default_set_trains_every_workload_once() -> None:
                         trainer.phase if trainer.teacher_phase is not None else None))  # fmt: skip
         # A call trains whole iterations, so items_per_call is what it trained.
         assert ready.items_per_call % trainer.batch_size == 0, case.name
+        # A call is a stretch of one run: no once-a-run telemetry start and stop in every call.
+        assert trainer.telemetry is None, case.name
     assert trained == [
         ("cartpole", None, "mlp", None),
         ("cartpole", "position", "lstm", None),

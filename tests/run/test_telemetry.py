@@ -126,6 +126,19 @@ def test_without_nvidia_ml_py_the_note_says_how_to_install_it(monkeypatch) -> No
     assert "nvidia-ml-py is not installed" in row["note"] and "rlperf[gpu]" in row["note"]
 
 
+def test_a_missing_nvml_is_looked_for_once_not_at_every_start(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    telemetry = Telemetry(NEVER_S)
+    telemetry.start()
+    telemetry.stop()
+    # Installed later: the sampler keeps what it found (a failed import costs ~0.3 ms a start).
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(devices=1))
+    telemetry.start()
+    telemetry.stop()
+    block = telemetry.summary_fields()["telemetry"]
+    assert "gpus" not in block and "nvidia-ml-py is not installed" in block["note"]
+
+
 def _new(workers: list[dict], before: set[int]) -> list[dict]:
     """The workers that are not children found before the test (an env workers' forkserver
     started by an earlier test lives as long as the test process)."""

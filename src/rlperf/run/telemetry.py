@@ -97,8 +97,18 @@ class NvmlReader:
         self._nvml: Any = None
         self._handles: list[Any] = []
         self.devices: list[dict[str, Any]] = []  # index, name, mem_total_mb
+        # Why NVML could not be opened, kept: a missing package or driver stays missing, and
+        # looking again costs ~0.3 ms (a failed import walks sys.path, a failed dlopen the
+        # library path) at every start, which a benchmark calling train() repeatedly pays.
+        self._unavailable: str | None = None
 
     def open(self) -> str | None:
+        if self._unavailable is not None:
+            return self._unavailable
+        self._unavailable = self._open()
+        return self._unavailable
+
+    def _open(self) -> str | None:
         self._handles, self.devices = [], []
         try:
             import pynvml  # the module of the nvidia-ml-py package

@@ -257,6 +257,27 @@ def _env_names() -> list[str]:
     return sorted(registered())
 
 
+# -- telemetry ---------------------------------------------------------------------------
+def _telemetry(part: str) -> Prepared:
+    """``sample``: one reading of the trainer, the machine and its workers (what the background
+    thread does every ``telemetry_interval_s``); ``run``: a run's fixed cost, the start (NVML,
+    CPU clocks, the thread) and the stop with its last sample."""
+    try:
+        from rlperf.run.telemetry import Telemetry
+    except ImportError as e:
+        raise CaseSkipped("this commit has no telemetry (rlperf.run.telemetry)") from e
+    telemetry = Telemetry(interval_s=3600.0)  # the thread never samples within a call
+    if part == "sample":
+        telemetry.start()  # left running: the daemon thread waits out the interval
+        return Prepared(telemetry.sample, 1, "samples")
+
+    def run() -> None:
+        telemetry.start()
+        telemetry.stop()
+
+    return Prepared(run, 1, "runs")
+
+
 def cases() -> list[Case]:
     """The shared components' cases; env step and reset for every env the tree registers."""
     history, quick = {HISTORY}, {HISTORY, QUICK}
@@ -288,4 +309,5 @@ def cases() -> list[Case]:
     for h, tags in ((64, ()), (256, quick)):
         out.append(Case("optimizer_step", {"hidden": h}, _optimizer_step, tags))
     out += [Case("allreduce", {"kind": kind}, _allreduce) for kind in ("mlp", "lstm")]
+    out += [Case("telemetry", {"part": part}, _telemetry) for part in ("sample", "run")]
     return out

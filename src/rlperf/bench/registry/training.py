@@ -77,6 +77,12 @@ def continued_training(cfg: Any, env_steps: int) -> Prepared:
     from rlperf.ppo.trainer import Trainer
 
     cfg.run.warmup_iters = 0
+    # Telemetry off: a call is a 30-150 ms stretch of one long run, and the telemetry's start
+    # and last sample (~0.7 ms of CPU, once a run for a user) would be charged to every call,
+    # 1-3% of the short cases, where a run pays one background sample a second. The
+    # ``telemetry`` component case times those parts on their own.
+    if hasattr(cfg.run, "telemetry"):  # commits before the telemetry have none
+        cfg.run.telemetry = False
     # The config must hold a supervised phase as long as it asks for (the grid's: all of it).
     teacher = getattr(cfg, "teacher", None)  # configs before the teacher have none
     cfg.run.total_steps = max(env_steps, teacher.supervised_steps if teacher else 0)
