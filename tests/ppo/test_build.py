@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlperf.config import Config, ConfigError
-from rlperf.ppo.build import check_recurrent_sizes
+from rlperf.ppo.build import check_recurrent_sizes, check_total_steps
 from rlperf.ppo.samplers import SegmentSampler
 from rlperf.ppo.trainer import Trainer
 
@@ -74,3 +74,16 @@ def test_the_trainer_refuses_a_grid_whose_agent_rows_do_not_divide() -> None:
     config's own check, on 3 maps x 8 steps = 24, lets it through)."""
     with pytest.raises(ConfigError, match=r"its 12 segments \(12 rows x 1 of 8 steps\)"):
         Trainer(grid_lstm(num_maps=3, num_minibatches=8))
+
+
+def test_total_steps_must_cover_one_rollout_of_every_rank() -> None:
+    """Exactly one rollout (rows x num_steps x ranks) is enough; one step less is refused."""
+    cfg = Config()
+    cfg.ppo.num_steps = 8
+    cfg.run.total_steps = 12 * 8 * 2
+    check_total_steps(cfg, rows=12, world_size=2)
+    cfg.run.total_steps -= 1
+    with pytest.raises(
+        ConfigError, match=r"total_steps 191 .* \(12 rows x 8 steps x 2 ranks = 192\)"
+    ):
+        check_total_steps(cfg, rows=12, world_size=2)

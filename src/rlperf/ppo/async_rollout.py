@@ -113,7 +113,7 @@ class AsyncCollector:
                              terminations: np.ndarray, truncations: np.ndarray,
                              state: State) -> None:  # fmt: skip
         # V(final obs) of the truncated rows, with the state that followed the step's own
-        # observation (as Trainer._bootstrap_truncated).
+        # observation (as rollout.bootstrap_truncated).
         picked = np.flatnonzero(truncations & ~terminations)
         if picked.size == 0:
             return

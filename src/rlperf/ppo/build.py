@@ -70,6 +70,18 @@ def check_recurrent_sizes(cfg: Config, rows: int) -> None:
         )
 
 
+def check_total_steps(cfg: Config, rows: int, world_size: int) -> None:
+    """ConfigError unless ``total_steps`` covers one rollout at least: ``rows`` x ``num_steps``
+    steps on each of ``world_size`` ranks (``rows`` as in :func:`check_recurrent_sizes`)."""
+    steps_per_iteration = rows * cfg.ppo.num_steps * world_size
+    if cfg.run.total_steps < steps_per_iteration:
+        raise ConfigError(
+            f"total_steps {cfg.run.total_steps} is less than one rollout "
+            f"({rows} rows x {cfg.ppo.num_steps} steps x {world_size} ranks "
+            f"= {steps_per_iteration})"
+        )
+
+
 def make_update(
     policy: ActorCritic, cfg: Config, minibatch_size: int, supervised_phase: bool
 ) -> Update:
@@ -122,3 +134,22 @@ def make_env_step(env: VectorEnv, prof: Profiler) -> Callable[[np.ndarray], Step
 def worker_times(env: VectorEnv) -> list[dict[str, float]] | None:
     """Each env worker's busy and idle seconds so far; None without workers."""
     return env.worker_times() if isinstance(env, MultiprocessVecEnv) else None
+
+
+def run_facts(
+    cfg: Config, env: VectorEnv, update: Update, device: torch.device, world_size: int
+) -> dict[str, Any]:
+    """What a run was built from and ran on, for its summary: the env, the policy, the update
+    chosen here, the device, the env workers' busy and idle seconds so far (None without
+    workers), the ranks, the torch threads and version. Call it at the end of the run."""
+    return {
+        "env": cfg.env.env,
+        "policy": cfg.policy.kind,
+        "update": type(update).__name__,
+        "device": str(device),
+        "env_workers": worker_times(env),
+        "ranks": world_size,
+        "num_envs_per_rank": cfg.env.num_envs,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }

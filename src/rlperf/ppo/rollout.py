@@ -17,6 +17,8 @@ truncated-BPTT segments (``ppo/samplers.py``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -251,3 +253,36 @@ class RolloutBuffer:
             "bootstrap_values": bootstrap,
             "out": out,
         }
+
+
+def bootstrap_truncated(
+    buf: RolloutBuffer,
+    policy: Any,
+    t: int,
+    infos: dict[str, Any],
+    terminations: np.ndarray,
+    truncations: np.ndarray,
+    state: tuple[torch.Tensor, ...],
+) -> None:
+    """V(final observation) of the rows truncated (not terminated) at step ``t`` into
+    ``buf.bootstrap_values[t]``: GAE bootstraps from it where a time limit, not the task, ended
+    the episode.
+
+    Args:
+        policy: the policy protocol's ``value`` (``policies/base.py``).
+        infos: the step's infos, dense ``final_obs`` (N, *obs_shape).
+        terminations, truncations: the step's flags (N,) bool.
+        state: the policy state after the step (N rows).
+    """
+    # V(final obs) of the truncated rows only: evaluating all N rows and masking cost
+    # ~0.4 ms per step at 1024 envs (two tanh passes over 1024x64), for a handful of rows.
+    # A recurrent policy sees the final observation with the state that followed the
+    # step's own observation (not yet reset: the episode has not started over for it).
+    rows = np.flatnonzero(truncations & ~terminations)
+    if rows.size == 0:
+        return
+    final_obs = np.asarray(infos["final_obs"], dtype=buf.spec.obs_dtype)
+    obs_rows = torch.from_numpy(final_obs[rows]).to(buf.device)
+    index = torch.from_numpy(rows).to(buf.device)
+    state_rows = tuple(s[index] for s in state)
+    buf.bootstrap_values[t, index] = policy.value(obs_rows, state_rows, None)

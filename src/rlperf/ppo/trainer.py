@@ -48,11 +48,12 @@ from rlperf.policies.registry import make_policy, policy_entry
 from rlperf.ppo.async_rollout import AsyncCollector
 from rlperf.ppo.build import (
     check_recurrent_sizes,
+    check_total_steps,
     make_env_step,
     make_sampler,
     make_update,
     resolve_device,
-    worker_times,
+    run_facts,
 )
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
@@ -61,17 +62,9 @@ from rlperf.ppo.loss import (
     finalize_supervised_stats,
     normalize_advantages,
 )
-from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.ppo.rollout import RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
-from rlperf.run.checkpoint import (
-    CheckpointError,
-    first_line,
-    rank_state,
-    save_checkpoint,
-    to_numpy,
-    to_tensors,
-    with_rank_states,
-)
+from rlperf.ppo.trainer_state import load_trainer, save_trainer
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.run.run_dir import CHECKPOINT_NAME
 from rlperf.run.telemetry import Telemetry
@@ -121,26 +114,18 @@ class Trainer:
         self.rows = int(self.env.num_envs)
         if policy_entry(cfg.policy.kind).recurrent:
             check_recurrent_sizes(cfg, self.rows)
+        check_total_steps(cfg, self.rows, ranks.world_size)
         self.batch_size = self.rows * cfg.ppo.num_steps
         self.steps_per_iteration = self.batch_size * ranks.world_size
-        if self.num_iterations < 1:
-            raise ConfigError(
-                f"total_steps {cfg.run.total_steps} is less than one rollout "
-                f"({self.rows} rows x {cfg.ppo.num_steps} steps x {ranks.world_size} ranks "
-                f"= {self.steps_per_iteration})"
-            )
         self.teacher_phase = make_teacher_phase(
             self.env, cfg.env.env, self.spec, cfg.teacher, self.device, self.prof
         )
         self.policy = make_policy(cfg.policy, self.spec).to(self.device)
         self.policy.profiler = self.prof
         ranks.broadcast_module(self.policy)
-        self.update_impl = make_update(
-            self.policy,
-            cfg,
-            self.batch_size // cfg.ppo.num_minibatches,
-            supervised_phase=self.teacher_phase is not None,
-        )
+        teacher = self.teacher_phase is not None
+        minibatch_size = self.batch_size // cfg.ppo.num_minibatches
+        self.update_impl = make_update(self.policy, cfg, minibatch_size, supervised_phase=teacher)
         self.update_impl.grad_allreduce = ranks.grad_allreduce
         self.state = self.policy.initial_state(self.rows)
         self.buffer = RolloutBuffer(
@@ -150,7 +135,7 @@ class Trainer:
             self.device,
             self.state,
             cfg.ppo.bptt_horizon,
-            teacher=self.teacher_phase is not None,
+            teacher=teacher,
         )
         self.sampler = make_sampler(self.buffer)
         # Sampling on the device, shuffling on the host (randperm's generator must be CPU).
@@ -170,9 +155,8 @@ class Trainer:
             if cfg.env.asynchronous
             else None
         )
-        self._prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
-        run = cfg.run
-        self.telemetry = Telemetry(run.telemetry_interval_s) if run.telemetry else None
+        self.prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
+        self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
 
@@ -234,30 +218,9 @@ class Trainer:
                         mask_t = buf.write_mask(t + 1, read_action_mask(env, infos))
                 if infos and "_final_obs" in infos and truncations.any():
                     with sec(names.TRUNCATION_BOOTSTRAP):
-                        self._bootstrap_truncated(t, infos, terminations, truncations, state)
+                        bootstrap_truncated(buf, policy, t, infos, terminations, truncations, state)
         self.state = state
         self.global_step += self.steps_per_iteration
-
-    def _bootstrap_truncated(
-        self,
-        t: int,
-        infos: dict[str, Any],
-        terminations: np.ndarray,
-        truncations: np.ndarray,
-        state: tuple[torch.Tensor, ...],
-    ) -> None:
-        # V(final obs) of the truncated rows only: evaluating all N rows and masking cost
-        # ~0.4 ms per step at 1024 envs (two tanh passes over 1024x64), for a handful of rows.
-        # A recurrent policy sees the final observation with the state that followed the
-        # step's own observation (not yet reset: the episode has not started over for it).
-        rows = np.flatnonzero(truncations & ~terminations)
-        if rows.size == 0:
-            return
-        final_obs = np.asarray(infos["final_obs"], dtype=self.spec.obs_dtype)
-        obs_rows = torch.from_numpy(final_obs[rows]).to(self.device)
-        index = torch.from_numpy(rows).to(self.device)
-        state_rows = tuple(s[index] for s in state)
-        self.buffer.bootstrap_values[t, index] = self.policy.value(obs_rows, state_rows, None)
 
     def compute_advantages(self) -> None:
         """GAE over the buffer into ``buf.advantages`` (returns are advantages + values)."""
@@ -301,7 +264,7 @@ class Trainer:
         sec, every = self.prof.section, self.cfg.run.checkpoint_every
         log = TrainingLog(
             self.cfg, self.prof, run_dir if self.ranks.is_main else None, resumed,
-            self.iteration, *self._prior_counted, self.telemetry,
+            self.iteration, *self.prior_counted, self.telemetry,
         )  # fmt: skip
         checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
         log.start(self.global_step)
@@ -309,9 +272,8 @@ class Trainer:
         try:
             while self.iteration < self.num_iterations:
                 self.iteration += 1
-                supervised = self.teacher_phase is not None and self.teacher_phase.begin_rollout(
-                    self.global_step
-                )
+                teacher = self.teacher_phase
+                supervised = teacher is not None and teacher.begin_rollout(self.global_step)
                 with sec(names.ROLLOUT):
                     self.collect(supervised)
                 with sec(names.GAE):
@@ -320,9 +282,8 @@ class Trainer:
                     stats = self.update(supervised)
                 with sec(names.LOGGING):
                     stats_row = self._finalize(stats, supervised)
-                    row = log.row(
-                        self.iteration, self.global_step, self._metrics(stats_row, supervised)
-                    )
+                    metrics = self._metrics(stats_row, supervised)
+                    row = log.row(self.iteration, self.global_step, metrics)
                 # Every rank stops at the same iteration, or the others would wait forever.
                 stop = log.budget_spent
                 if self.cfg.run.max_wall_s and self.ranks.distributed:
@@ -331,7 +292,7 @@ class Trainer:
                 last = self.iteration == self.num_iterations or stop
                 if path is not None and ((every and self.iteration % every == 0) or last):
                     with sec(names.CHECKPOINT):
-                        self._prior_counted = log.counted()
+                        self.prior_counted = log.counted()
                         self.save(path)
                 for callback in self.callbacks:
                     callback(self, row)
@@ -370,6 +331,7 @@ class Trainer:
         return fields
 
     def _summary_fields(self, stats_row: dict[str, float]) -> dict[str, Any]:
+        """The run's results and what it ran on (the log adds SPS, wall time and sections)."""
         teacher = self.teacher_phase
         return {
             "global_step": self.global_step,
@@ -381,79 +343,14 @@ class Trainer:
             "teacher_calls": dict(teacher.calls) if teacher is not None else None,
             "final_stats": stats_row,
             "interrupted": self.interrupted,
-            "env": self.cfg.env.env,
-            "policy": self.cfg.policy.kind,
-            "update": type(self.update_impl).__name__,
-            "device": str(self.device),
-            "env_workers": worker_times(self.env),
-            "ranks": self.ranks.world_size,
-            "num_envs_per_rank": self.cfg.env.num_envs,
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
+            **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks.world_size),
         }
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: Path) -> None:
-        """Write everything needed to continue exactly where this iteration ended (called on
-        every rank: rank 0 writes its own and the other ranks' environments and RNGs)."""
-        rank_states = self.ranks.gather(self._rank_state())
-        if rank_states is None:
-            return
-        shared = {
-            "config": self.cfg.to_dict(),
-            "iteration": self.iteration,
-            "global_step": self.global_step,
-            "policy": self.policy.state_dict(),
-            "optimizer": self.update_impl.state_dict(),
-            "counted_steps": self._prior_counted[0],
-            "counted_s": self._prior_counted[1],
-        }
-        save_checkpoint(path, with_rank_states(shared, rank_states))
-
-    def _rank_state(self) -> dict[str, Any]:
-        """What differs between ranks: the environments, the RNGs, the episodes seen."""
-        get_env_state = getattr(self.env, "get_state", None)
-        buf = self.buffer
-        return {
-            "sample_rng": self.sample_gen.get_state(),
-            "shuffle_rng": self.shuffle_gen.get_state(),
-            "env": to_tensors(get_env_state()) if get_env_state else None,
-            "next_obs": buf.next_obs.cpu(),
-            "next_done": None if buf.next_done is None else buf.next_done.cpu(),
-            "next_mask": None if buf.next_mask is None else buf.next_mask.cpu(),
-            "policy_state": [s.cpu() for s in self.state],
-            **self.episodes.state_dict(),
-            "teacher_calls": dict(self.teacher_phase.calls) if self.teacher_phase else {},
-        }
+        """Checkpoint this iteration's end (on every rank; see ``ppo/trainer_state.py``)."""
+        save_trainer(self, path)
 
     def load(self, payload: dict[str, Any]) -> None:
         """Restore a checkpoint made by :meth:`save` into this (identically configured) trainer."""
-        buf = self.buffer
-        payload = rank_state(payload, self.ranks.rank, self.ranks.world_size)
-        try:
-            self.policy.load_state_dict(payload["policy"])
-            self.update_impl.load_state_dict(payload["optimizer"])
-            self.sample_gen.set_state(payload["sample_rng"])
-            self.shuffle_gen.set_state(payload["shuffle_rng"])
-            set_env_state = getattr(self.env, "set_state", None)
-            if payload["env"] is not None and set_env_state is not None:
-                set_env_state(to_numpy(payload["env"]))
-                buf.next_obs.copy_(payload["next_obs"])
-                if buf.next_mask is not None:
-                    buf.next_mask.copy_(payload["next_mask"])
-                if buf.next_done is not None:
-                    buf.next_done.copy_(payload["next_done"])
-                saved = payload["policy_state"]
-                if len(saved) != len(self.state):
-                    raise ValueError("policy state does not match the policy")
-                self.state = tuple(s.to(self.device) for s in saved)
-            self.iteration = int(payload["iteration"])
-            self.global_step = int(payload["global_step"])
-            self.episodes.load_state_dict(payload)
-            self._prior_counted = (int(payload["counted_steps"]), float(payload["counted_s"]))
-            if self.teacher_phase is not None:
-                self.teacher_phase.calls.update(payload.get("teacher_calls", {}))
-        except (KeyError, RuntimeError, ValueError) as e:
-            raise CheckpointError(
-                f"cannot resume: checkpoint does not fit this run ({first_line(e)})"
-            ) from e
+        load_trainer(self, payload)
