@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from rlperf.envs.spec import ACTION_MASK_KEY, EnvSpec
-from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.ppo.rollout import RolloutBuffer, bootstrap_truncated
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
@@ -78,8 +78,8 @@ class AsyncCollector:
                                    infos.get(ACTION_MASK_KEY))  # fmt: skip
                 if infos and "_final_obs" in infos and truncations.any():
                     with sec(names.TRUNCATION_BOOTSTRAP):
-                        self._bootstrap_truncated(steps, rows, infos, terminations, truncations,
-                                                  state)  # fmt: skip
+                        bootstrap_truncated(buf, self.policy, steps, rows, infos,
+                                            terminations, truncations, state)  # fmt: skip
                 self.position[rows] += 1
                 more = rows[self.position[rows] < buf.num_steps]  # whole workers: one position
                 if more.size:
@@ -108,18 +108,3 @@ class AsyncCollector:
             buf.store_rows(steps, rows, actions, logprobs, values)
         with sec(names.ENV_SEND):
             self.env.send(host, env_ids=rows)
-
-    def _bootstrap_truncated(self, steps: np.ndarray, rows: np.ndarray, infos: dict[str, Any],
-                             terminations: np.ndarray, truncations: np.ndarray,
-                             state: State) -> None:  # fmt: skip
-        # V(final obs) of the truncated rows, with the state that followed the step's own
-        # observation (as rollout.bootstrap_truncated).
-        picked = np.flatnonzero(truncations & ~terminations)
-        if picked.size == 0:
-            return
-        final_obs = np.asarray(infos["final_obs"][picked], dtype=self.spec.obs_dtype)
-        row_index = torch.from_numpy(rows[picked]).to(self.device)
-        state_rows = tuple(s[row_index] for s in state)
-        values = self.policy.value(torch.from_numpy(final_obs).to(self.device), state_rows, None)
-        step_index = torch.from_numpy(steps[picked]).to(self.device)
-        self.buf.bootstrap_values[step_index, row_index] = values

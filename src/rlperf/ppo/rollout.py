@@ -258,31 +258,36 @@ class RolloutBuffer:
 def bootstrap_truncated(
     buf: RolloutBuffer,
     policy: Any,
-    t: int,
+    steps: int | np.ndarray,
+    rows: np.ndarray | None,
     infos: dict[str, Any],
     terminations: np.ndarray,
     truncations: np.ndarray,
     state: tuple[torch.Tensor, ...],
 ) -> None:
-    """V(final observation) of the rows truncated (not terminated) at step ``t`` into
-    ``buf.bootstrap_values[t]``: GAE bootstraps from it where a time limit, not the task, ended
+    """V(final observation) of the entries truncated (not terminated) by a step into
+    ``buf.bootstrap_values``: GAE bootstraps from it where a time limit, not the task, ended
     the episode.
 
     Args:
         policy: the policy protocol's ``value`` (``policies/base.py``).
-        infos: the step's infos, dense ``final_obs`` (N, *obs_shape).
-        terminations, truncations: the step's flags (N,) bool.
-        state: the policy state after the step (N rows).
+        steps: the buffer step of the entries: one for all (a synchronous step), or (K,) each
+            entry's own (an async batch of rows at their own positions).
+        rows: the buffer rows of the K entries (None: all N rows, in order).
+        infos: the step's infos, dense ``final_obs`` (K, *obs_shape).
+        terminations, truncations: the step's flags (K,) bool.
+        state: the policy state of every row after the step (N rows).
     """
-    # V(final obs) of the truncated rows only: evaluating all N rows and masking cost
+    # V(final obs) of the truncated entries only: evaluating all N rows and masking cost
     # ~0.4 ms per step at 1024 envs (two tanh passes over 1024x64), for a handful of rows.
     # A recurrent policy sees the final observation with the state that followed the
     # step's own observation (not yet reset: the episode has not started over for it).
-    rows = np.flatnonzero(truncations & ~terminations)
-    if rows.size == 0:
+    picked = np.flatnonzero(truncations & ~terminations)
+    if picked.size == 0:
         return
-    final_obs = np.asarray(infos["final_obs"], dtype=buf.spec.obs_dtype)
-    obs_rows = torch.from_numpy(final_obs[rows]).to(buf.device)
-    index = torch.from_numpy(rows).to(buf.device)
-    state_rows = tuple(s[index] for s in state)
-    buf.bootstrap_values[t, index] = policy.value(obs_rows, state_rows, None)
+    final_obs = np.asarray(infos["final_obs"][picked], dtype=buf.spec.obs_dtype)
+    row_index = torch.from_numpy(picked if rows is None else rows[picked]).to(buf.device)
+    step_index: Any = steps if isinstance(steps, int) else torch.from_numpy(steps[picked])
+    state_rows = tuple(s[row_index] for s in state)
+    values = policy.value(torch.from_numpy(final_obs).to(buf.device), state_rows, None)
+    buf.bootstrap_values[step_index, row_index] = values

@@ -218,7 +218,9 @@ class Trainer:
                         mask_t = buf.write_mask(t + 1, read_action_mask(env, infos))
                 if infos and "_final_obs" in infos and truncations.any():
                     with sec(names.TRUNCATION_BOOTSTRAP):
-                        bootstrap_truncated(buf, policy, t, infos, terminations, truncations, state)
+                        bootstrap_truncated(
+                            buf, policy, t, None, infos, terminations, truncations, state
+                        )
         self.state = state
         self.global_step += self.steps_per_iteration
 
