@@ -83,8 +83,7 @@ def _segments(
         # (the general gather below is three: ~150 -> ~50 us a minibatch at 16 envs).
         return x.index_select(1, env)
     # (T, N, ...) -> (K, H, N, ...); pick (segment, env) pairs -> (S, H, ...) -> (H, S).
-    t, n = x.shape[0], x.shape[1]
-    picked = x.view(t // horizon, horizon, n, *x.shape[2:])[seg, :, env]
+    picked = x.view(-1, horizon, *x.shape[1:])[seg, :, env]
     return picked.transpose(0, 1).contiguous()
 
 
