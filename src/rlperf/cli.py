@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from rlperf.config import (
     PRECISIONS,
@@ -289,11 +289,12 @@ def build_trainer(
         else:
             cfg = config_from_args(args)
     if ranks.distributed:
-        shared = (cfg.to_dict(), payload) if ranks.is_main else None
+        shared = (cast(Config, cfg).to_dict(), payload) if ranks.is_main else None
         cfg_dict, payload = ranks.broadcast_object(shared)
         cfg = Config.from_dict(cfg_dict)
         cfg.run.progress = cfg.run.progress and ranks.is_main
-    trainer = Trainer(cfg, profiler=profiler, ranks=ranks)
+    # Every rank has its config now: the main one its own, the others the broadcast one.
+    trainer = Trainer(cast(Config, cfg), profiler=profiler, ranks=ranks)
     if payload is not None:
         trainer.load(payload)
     return trainer, payload is not None
@@ -379,17 +380,18 @@ def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
     from rlperf.ppo.trainer import NonFiniteLossError
     from rlperf.run.checkpoint import CHECKPOINT_NAME
 
-    target, stale = None, []
+    target: Path | None = None
+    stale: list[Path] = []
     if ranks.is_main:
         launch.continue_after_restart(args, target_run_dir(args))
         target, stale = check_run_flags(args)
     trainer, resumed = build_trainer(args, ranks=ranks)
-    if stale:
-        remove_files(stale, target)
+    if stale:  # only the main rank has any, and its target
+        remove_files(stale, cast(Path, target))
     run_dir = trainer.cfg.run.run_dir
     logger = None
     if args.tensorboard and ranks.is_main:
-        logger = attach_tensorboard(trainer, target / TENSORBOARD_DIR, resumed)
+        logger = attach_tensorboard(trainer, cast(Path, target) / TENSORBOARD_DIR, resumed)
     try:
         with run_views(trainer, args):
             summary = trainer.train(run_dir, resumed=resumed)

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 
 class ConfigError(ValueError):
@@ -393,7 +393,9 @@ def field_index(config_cls: type | None = None) -> dict[str, tuple[str, dataclas
     """
     index: dict[str, tuple[str, dataclasses.Field]] = {}
     for section_field in dataclasses.fields(config_cls or Config):
-        for f in dataclasses.fields(section_field.default_factory()):  # type: ignore[misc]
+        # Every section is a field with a default_factory (its dataclass).
+        section_factory = cast(Callable[[], Any], section_field.default_factory)
+        for f in dataclasses.fields(section_factory()):
             if f.name in index:
                 # One flag per name: a clash would silently make one field unreachable.
                 raise RuntimeError(

@@ -98,7 +98,9 @@ def run_fresh(impl: Implementation) -> dict[str, Any]:
     with os.fdopen(replies_in) as replies:
         line = replies.readline()
     _, status = os.waitpid(pid, 0)
-    answer = json.loads(line) if line else {"error": f"the process died (wait status {status})"}
+    answer: dict[str, Any] = (
+        json.loads(line) if line else {"error": f"the process died (wait status {status})"}
+    )
     if "error" in answer:
         raise HarnessError(f"{impl.name} failed: {answer['error']}")
     return answer["result"]

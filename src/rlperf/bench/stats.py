@@ -268,12 +268,13 @@ def decide_family(
     verdicts = {}
     for case, samples in log_ratios.items():
         n, p = len(samples), adjusted[case]
-        ratio = math.exp(median(samples)) if n else None
         interval = median_ci(samples, confidence)
         if interval is None:
             reason = f"{n} rounds is too few for a {confidence:.0%} interval (need {need})"
+            ratio = math.exp(median(samples)) if n else None
             verdicts[case] = Verdict(UNDECIDED, n, ratio, None, None, reason, p)
             continue
+        ratio = math.exp(median(samples))  # an interval means there are rounds
         low, high = (math.exp(v) for v in interval)
         limit = 1.0 + threshold
         slower = f"p={p:.2g} ({family}looks {first}..{last})"

@@ -48,8 +48,10 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.abc import Loader
+from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 WARMUP_CALLS = 3
 
@@ -64,9 +66,11 @@ def load_registry(path: Path, name: str = "rlperf_gate_registry") -> Any:
         )
     else:
         spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    # A path to a .py file or a package folder always finds the source loader.
+    spec = cast(ModuleSpec, spec)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    cast(Loader, spec.loader).exec_module(module)
     return module
 
 

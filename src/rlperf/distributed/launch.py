@@ -208,10 +208,11 @@ def record_failure(
     path = os.environ.get(ERROR_FILE_ENV)
     if not path:
         return
+    now = time.time()
     data = {"message": message, "collective": collective, "usage": usage,
-            "reported": reported, "time": time.time()}  # fmt: skip
+            "reported": reported, "time": now}  # fmt: skip
     # "message" and "timestamp" are the agent's own fields (its summary prints the message).
-    payload = {"message": message, "timestamp": int(data["time"]), "rlperf": data}
+    payload = {"message": message, "timestamp": int(now), "rlperf": data}
     Path(path).write_text(json.dumps(payload))
 
 

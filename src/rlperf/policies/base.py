@@ -34,7 +34,7 @@ kernel built). The update adds its own conditions: fp32 without autocast, no
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import nn
@@ -44,6 +44,7 @@ from rlperf.policies import distributions
 from rlperf.timing.sections import Profiler
 
 State = tuple[torch.Tensor, ...]
+_Layer = TypeVar("_Layer", nn.Linear, nn.Conv2d)
 
 
 class ActorCritic(nn.Module):
@@ -186,10 +187,11 @@ class FeedForwardActorCritic(ActorCritic):
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
 
-def orthogonal_(layer: nn.Linear | nn.Conv2d, gain: float) -> nn.Module:
+def orthogonal_(layer: _Layer, gain: float) -> _Layer:
     """Orthogonal weights with ``gain`` and zero bias, the PPO literature's initialisation."""
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:
+        nn.init.zeros_(layer.bias)
     return layer
 
 

@@ -90,6 +90,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from typing import cast
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -149,6 +150,9 @@ class ConvLSTMActorCritic(ActorCritic):
     ``"pool"`` or ``"flatten"`` (module docstring)."""
 
     recurrent = True
+    # Constant maps (buffers registered in __init__; see the module docstring).
+    fence: torch.Tensor
+    taps: torch.Tensor
 
     def __init__(
         self,
@@ -187,7 +191,7 @@ class ConvLSTMActorCritic(ActorCritic):
         self.pool_weight = nn.Parameter(torch.empty(d, ch, 2 * ch))
         with torch.no_grad():
             # LSTM init (as LSTMCore): orthogonal gate weights per layer and input, zero biases.
-            nn.init.zeros_(self.skip.bias)
+            nn.init.zeros_(cast(torch.Tensor, self.skip.bias))  # a Conv2d built with bias
             for layer in range(d):
                 nn.init.orthogonal_(self.skip.weight[layer * 4 * ch : (layer + 1) * 4 * ch])
                 nn.init.orthogonal_(self.hidden_weight[layer])
@@ -207,7 +211,14 @@ class ConvLSTMActorCritic(ActorCritic):
         return tuple(weight.new_zeros(shape) for _ in range(2 * self.layers))
 
     @torch.no_grad()
-    def act(self, obs, state, done, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
+    def act(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        done: torch.Tensor | None,
+        action_mask: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, State]:
         feats, state = self.features(obs.unsqueeze(0), state, _seq(done))
         out, value = self.out(feats)
         actions, logprob = distributions.sample(
@@ -216,11 +227,18 @@ class ConvLSTMActorCritic(ActorCritic):
         return actions, logprob, value, state
 
     @torch.no_grad()
-    def value(self, obs, state, done):  # type: ignore[no-untyped-def]
+    def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
         feats, _ = self.features(obs.unsqueeze(0), state, _seq(done))
         return self.out.value(feats)
 
-    def evaluate(self, obs_seq, actions_seq, state0, dones_seq, mask_seq=None):  # type: ignore[no-untyped-def]
+    def evaluate(
+        self,
+        obs_seq: torch.Tensor,
+        actions_seq: torch.Tensor,
+        state0: State,
+        dones_seq: torch.Tensor | None,
+        mask_seq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         t, b = obs_seq.shape[:2]
         feats, _ = self.features(obs_seq, state0, dones_seq)
         out, value = self.out(feats)
@@ -312,7 +330,12 @@ class ConvLSTMActorCritic(ActorCritic):
             hs = [h.contiguous(memory_format=torch.channels_last) for h in hs]
             cs = [c.contiguous(memory_format=torch.channels_last) for c in cs]
         resets = _reset_steps(dones, t_len)
-        keeps = [None] * t_len if dones is None else (1.0 - dones).view(t_len, b, 1, 1, 1).unbind(0)
+        # Without dones no step resets, so ``keep`` is never read and None stands in for it.
+        keeps = (
+            cast("list[torch.Tensor]", [None] * t_len)
+            if dones is None
+            else (1.0 - dones).view(t_len, b, 1, 1, 1).unbind(0)
+        )
         tops = []
         for skip_t, keep, reset in zip(skip.unbind(0), keeps, resets, strict=True):
             if reset:

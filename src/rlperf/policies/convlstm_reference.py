@@ -14,6 +14,8 @@ registry).
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
@@ -151,7 +153,14 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
         return features, tuple(new_state)
 
     @torch.no_grad()
-    def act(self, obs, state, done, action_mask=None, generator=None):  # type: ignore[no-untyped-def]
+    def act(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        done: torch.Tensor | None,
+        action_mask: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, State]:
         features, state = self.step(obs, state, done)
         actions, logprob = distributions.sample(
             self.spec.action, self.actor(features), action_mask, self.logstd, generator
@@ -159,11 +168,18 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
         return actions, logprob, self.critic(features).view(-1), state
 
     @torch.no_grad()
-    def value(self, obs, state, done):  # type: ignore[no-untyped-def]
+    def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
         features, _ = self.step(obs, state, done)
         return self.critic(features).view(-1)
 
-    def evaluate(self, obs_seq, actions_seq, state0, dones_seq, mask_seq=None):  # type: ignore[no-untyped-def]
+    def evaluate(
+        self,
+        obs_seq: torch.Tensor,
+        actions_seq: torch.Tensor,
+        state0: State,
+        dones_seq: torch.Tensor | None,
+        mask_seq: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         state = state0
         logprobs, entropies, values = [], [], []
         for t in range(obs_seq.shape[0]):
@@ -179,18 +195,24 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
         return torch.stack(logprobs), torch.stack(entropies), torch.stack(values)
 
 
-def parameter_map(fast: ConvLSTMActorCritic) -> dict[str, tuple[nn.Parameter, tuple]]:
+def parameter_map(
+    fast: ConvLSTMActorCritic,
+) -> dict[str, tuple[torch.Tensor, tuple[int | slice, ...]]]:
     """Each reference parameter's name -> (the fast policy's parameter, index into it): the
     fused weights split back into one conv per gate and input. Used to load parameters and to
     compare gradients."""
     ch, k = fast.channels, fast.out.num_outputs
     whole = (slice(None),)
     head = fast.out.linear
-    mapping = {
+    # The fast policy's convolutions are all built with a bias.
+    embed_bias, conv_bias, skip_bias = (
+        cast(torch.Tensor, conv.bias) for conv in (fast.embed, fast.conv, fast.skip)
+    )
+    mapping: dict[str, tuple[torch.Tensor, tuple[int | slice, ...]]] = {
         "encoder.0.weight": (fast.embed.weight, whole),
-        "encoder.0.bias": (fast.embed.bias, whole),
+        "encoder.0.bias": (embed_bias, whole),
         "encoder.2.weight": (fast.conv.weight, whole),
-        "encoder.2.bias": (fast.conv.bias, whole),
+        "encoder.2.bias": (conv_bias, whole),
         "projection.weight": (fast.proj.weight, whole),
         "projection.bias": (fast.proj.bias, whole),
         "actor.weight": (head.weight, (slice(0, k),)),
@@ -206,7 +228,7 @@ def parameter_map(fast: ConvLSTMActorCritic) -> dict[str, tuple[nn.Parameter, tu
             rows = (slice(layer * 4 * ch + g * ch, layer * 4 * ch + (g + 1) * ch),)
             gate = slice(g * ch, (g + 1) * ch)
             mapping[f"{cell}input_convs.{g}.weight"] = (fast.skip.weight, rows)
-            mapping[f"{cell}input_convs.{g}.bias"] = (fast.skip.bias, rows)
+            mapping[f"{cell}input_convs.{g}.bias"] = (skip_bias, rows)
             mapping[f"{cell}below_convs.{g}.weight"] = (
                 fast.hidden_weight,
                 (layer, gate, slice(0, ch)),

@@ -19,6 +19,8 @@ Half-precision logits are taken to float32 first, so the mask also holds under b
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import cast
 
 import torch
 
@@ -41,8 +43,10 @@ def _masked(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return logits.masked_fill(~allowed, MASKED_LOGIT)
 
 
-def _components(spec: ActionSpec, logits: torch.Tensor, mask: torch.Tensor | None):
-    """(logits, mask) per discrete component."""
+def _components(
+    spec: ActionSpec, logits: torch.Tensor, mask: torch.Tensor | None
+) -> Sequence[tuple[torch.Tensor, torch.Tensor | None]]:
+    """(logits, mask) per discrete component: one at least."""
     if len(spec.nvec) == 1:
         return [(logits, mask)]
     parts = logits.split(spec.nvec, dim=-1)
@@ -64,12 +68,15 @@ def sample(
         actions: (B,) int64 (Discrete), (B, k) int64 (MultiDiscrete) or (B, d) float (Box);
         logprob: (B,) log-probability of the sampled actions.
     """
+    logprob: torch.Tensor | None  # None until the first discrete component's
     if not spec.discrete:
+        logstd = cast(torch.Tensor, logstd)  # Box actions come with their log-std
         noise = torch.randn(out.shape, generator=generator, device=out.device)
         actions = _full_precision(out) + logstd.exp() * noise
         logprob = (-0.5 * noise.square() - logstd - _LOG_SQRT_2PI).sum(-1)
         return actions, logprob
-    actions_list, logprob = [], None
+    actions_list: list[torch.Tensor] = []
+    logprob = None
     for logits, m in _components(spec, out, mask):
         logp = torch.log_softmax(_masked(logits, m), dim=-1)
         e = torch.empty_like(logp).exponential_(generator=generator)
@@ -77,6 +84,8 @@ def sample(
         lp = logp.gather(1, a.unsqueeze(1)).view(-1)
         actions_list.append(a)
         logprob = lp if logprob is None else logprob + lp
+    # _components yields one component at least, so logprob is a tensor now.
+    logprob = cast(torch.Tensor, logprob)
     if spec.kind == "discrete":
         return actions_list[0], logprob
     return torch.stack(actions_list, dim=-1), logprob
@@ -90,9 +99,12 @@ def log_prob_entropy(
     logstd: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability (B,) of ``actions`` and entropy (B,) of the distribution, differentiable."""
+    # None until the first discrete component's.
+    logprob: torch.Tensor | None
+    entropy: torch.Tensor | None
     if not spec.discrete:
         mean = _full_precision(out)
-        logstd = logstd.expand_as(mean)
+        logstd = cast(torch.Tensor, logstd).expand_as(mean)  # Box actions come with their log-std
         z = (actions - mean) * torch.exp(-logstd)
         logprob = (-0.5 * z.square() - logstd - _LOG_SQRT_2PI).sum(-1)
         entropy = (0.5 + _LOG_SQRT_2PI + logstd).sum(-1)
@@ -106,4 +118,5 @@ def log_prob_entropy(
         ent = -(logp.exp() * logp).sum(-1)
         logprob = lp if logprob is None else logprob + lp
         entropy = ent if entropy is None else entropy + ent
-    return logprob, entropy
+    # _components yields one component at least, so both are tensors now.
+    return cast(torch.Tensor, logprob), cast(torch.Tensor, entropy)

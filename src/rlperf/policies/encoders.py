@@ -8,6 +8,7 @@ way: a quarter of the memory and of the host-to-device traffic of float32) and a
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -69,7 +70,7 @@ class CNNEncoder(nn.Module):
         if min(h, w) >= NATURE_MIN_SIZE:
             if len(channels) != 3:
                 raise ValueError(f"the image CNN takes 3 conv layers, got channels {channels}")
-            geometry = ((8, 4, 0), (4, 2, 0), (3, 1, 0))
+            geometry: tuple[tuple[int, int, int], ...] = ((8, 4, 0), (4, 2, 0), (3, 1, 0))
         else:
             geometry = tuple((3, 1, 1) for _ in channels)
         for out, (k, stride, pad) in zip(channels, geometry, strict=True):
@@ -82,7 +83,7 @@ class CNNEncoder(nn.Module):
         self.features = features
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.to(self.fc[0].weight.dtype)
+        x = obs.to(cast(nn.Linear, self.fc[0]).weight.dtype)
         if obs.dtype == torch.uint8:
             x = x.mul_(1.0 / 255.0)
         return self.fc(self.convs(x))

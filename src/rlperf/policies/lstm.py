@@ -393,7 +393,8 @@ class LSTMActorCritic(ActorCritic):
         """The parameters as the compiled network reads them."""
         lstm, heads = self.lstm, self.out.linear
         return NetWeights(
-            [(linear.weight, linear.bias) for linear in self.encoder.linears],
+            # The compiled network exists for the MLP encoder only (see ``analytic``).
+            [(linear.weight, linear.bias) for linear in cast(MLPEncoder, self.encoder).linears],
             lstm.weight_ih, lstm.weight_hh, lstm.bias, heads.weight, heads.bias,
         )  # fmt: skip
 

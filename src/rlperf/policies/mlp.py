@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -176,7 +177,7 @@ class MLPActorCritic(FeedForwardActorCritic):
     def _bind_views(self) -> None:
         """Cache the parameter/gradient views and constants the no-grad passes use."""
         self._p = self.views(self.flat.detach())
-        self._g = self.views(self.flat.grad)
+        self._g = self.views(cast(torch.Tensor, self.flat.grad))  # _apply made it
         self._neg_one = torch.tensor(-1.0, device=self.flat.device, dtype=self.flat.dtype)
         self._dtype = self.flat.dtype
         self._workspaces.clear()
@@ -373,4 +374,4 @@ class MLPActorCritic(FeedForwardActorCritic):
             torch.sum(dz, 1, keepdim=True, out=g[f"b{i}"])
             if i > 0:
                 grad_h = torch.bmm(dz, p[f"w{i}"].transpose(1, 2), out=ws.grad_h[i - 1])
-        clip_grad_norm(self.flat.grad, max_grad_norm)
+        clip_grad_norm(cast(torch.Tensor, self.flat.grad), max_grad_norm)

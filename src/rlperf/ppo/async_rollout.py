@@ -22,7 +22,7 @@ of ``env_step``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -92,7 +92,8 @@ class AsyncCollector:
         steps = self.position[rows]
         index = (torch.from_numpy(steps).to(self.device), torch.from_numpy(rows).to(self.device))
         obs = buf.obs_slots[index]
-        done = buf.done_slots[index] if policy.recurrent else None
+        # A recurrent policy's buffer has done slots.
+        done = cast(torch.Tensor, buf.done_slots)[index] if policy.recurrent else None
         mask = buf.mask_slots[index] if buf.mask_slots is not None else None
         state_rows = tuple(s[index[1]] for s in state)
         if policy.recurrent:

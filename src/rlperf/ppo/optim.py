@@ -10,7 +10,7 @@ Where the fused kernel is missing it falls back to ``torch.optim.Adam``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -26,7 +26,7 @@ def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Ten
     """
     params = [p for p in module.parameters() if p.requires_grad]
     if len(params) == 1 and params[0].dim() == 1:
-        flat = params[0]
+        flat: torch.Tensor = params[0]
         if flat.grad is None:
             flat.grad = torch.zeros_like(flat)
         return flat, flat.grad
@@ -91,7 +91,8 @@ class FlatAdam:
             self.step_count -= found_inf  # torch.optim's fused path undoes a skipped step so
         torch._fused_adam_(
             [self.param.detach()],
-            [self._grad if self._grad is not None else self.param.grad],
+            # The gradient exists by now (backward or the analytic update wrote it).
+            [self._grad if self._grad is not None else cast(torch.Tensor, self.param.grad)],
             [self.exp_avg],
             [self.exp_avg_sq],
             [],

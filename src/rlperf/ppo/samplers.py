@@ -19,6 +19,7 @@ policies get ``T = 1`` rows; recurrent ones get segments of whole environments.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import torch
 
@@ -52,6 +53,38 @@ class Minibatch:
 def _perm(n: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     # randperm's generator must be a CPU one; the permutation then moves to the device.
     return torch.randperm(n, generator=generator, device="cpu").to(device)
+
+
+@overload
+def _rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor: ...
+@overload
+def _rows(x: None, idx: torch.Tensor) -> None: ...
+def _rows(x: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
+    """Rows ``idx`` of a ``(T, N, ...)`` tensor as a ``(1, B, ...)`` minibatch; None stays None."""
+    return None if x is None else x.flatten(0, 1).index_select(0, idx).unsqueeze(0)
+
+
+@overload
+def _segments(
+    x: torch.Tensor, seg: torch.Tensor | None, env: torch.Tensor, horizon: int
+) -> torch.Tensor: ...
+@overload
+def _segments(x: None, seg: torch.Tensor | None, env: torch.Tensor, horizon: int) -> None: ...
+def _segments(
+    x: torch.Tensor | None, seg: torch.Tensor | None, env: torch.Tensor, horizon: int
+) -> torch.Tensor | None:
+    """``(H, S, ...)`` segments of a ``(T, N, ...)`` tensor: the (segment, env) pairs ``seg``,
+    ``env``, or with ``seg`` None (one segment per rollout) the environments ``env`` whole.
+    None stays None."""
+    if x is None:
+        return None
+    if seg is None:
+        # Whole rollouts: the minibatch's environments along dim 1, one op per field
+        # (the general gather below is three: ~150 -> ~50 us a minibatch at 16 envs).
+        return x.index_select(1, env)
+    # (T, N, ...) -> (K, H, N, ...); pick (segment, env) pairs -> (S, H, ...) -> (H, S).
+    picked = x.view(-1, horizon, *x.shape[1:])[seg, :, env]
+    return picked.transpose(0, 1).contiguous()
 
 
 class PackedTableSampler:
@@ -88,7 +121,7 @@ class PackedTableSampler:
         self._table = torch.zeros((n, obs_dim + act_cols + 4), device=buf.device)
         self._shuffled = torch.zeros_like(self._table)
         c = obs_dim + act_cols
-        self._cols = {
+        self._cols: dict[str, slice | int] = {
             "obs": slice(0, obs_dim),
             "actions": slice(obs_dim, c),
             "logprobs": c,
@@ -98,6 +131,7 @@ class PackedTableSampler:
         }
         # Discrete actions are stored as floats in the table and used as int64 indices.
         self._actions = self._shuffled[:, self._cols["actions"]]
+        self._actions_long: torch.Tensor | None
         if spec.action.discrete:
             self._actions_long = torch.zeros(self._actions.shape, dtype=torch.int64,
                                              device=buf.device)  # fmt: skip
@@ -128,8 +162,8 @@ class PackedTableSampler:
                 actions = actions.squeeze(1)
             rows = (mb[:, cols["obs"]], actions, mb[:, cols["logprobs"]], mb[:, cols["values"]],
                     mb[:, cols["advantages"]], mb[:, cols["returns"]])  # fmt: skip
-            fields = [r.unsqueeze(0) for r in rows]
-            out.append(Minibatch(*fields, rows=rows))
+            obs, acts, logprobs, values, advantages, returns = (r.unsqueeze(0) for r in rows)
+            out.append(Minibatch(obs, acts, logprobs, values, advantages, returns, rows=rows))
         return out
 
     def epoch(self, num_minibatches: int, generator: torch.Generator | None) -> list[Minibatch]:
@@ -165,22 +199,19 @@ class RowSampler(_GatheringSampler):
         perm = _perm(n, generator, buf.device)
         size = n // num_minibatches
 
-        def rows(x: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
-            return None if x is None else x.flatten(0, 1).index_select(0, idx).unsqueeze(0)
-
         out = []
         for start in range(0, size * num_minibatches, size):
             idx = perm[start : start + size]
             out.append(
                 Minibatch(
-                    obs=rows(buf.obs, idx),
-                    actions=rows(buf.actions, idx),
-                    logprobs=rows(buf.logprobs, idx),
-                    values=rows(buf.values, idx),
-                    advantages=rows(buf.advantages, idx),
-                    returns=rows(self._returns, idx),
-                    masks=rows(buf.masks, idx),
-                    teacher_actions=rows(buf.teacher_actions, idx),
+                    obs=_rows(buf.obs, idx),
+                    actions=_rows(buf.actions, idx),
+                    logprobs=_rows(buf.logprobs, idx),
+                    values=_rows(buf.values, idx),
+                    advantages=_rows(buf.advantages, idx),
+                    returns=_rows(self._returns, idx),
+                    masks=_rows(buf.masks, idx),
+                    teacher_actions=_rows(buf.teacher_actions, idx),
                 )
             )
         return out
@@ -201,32 +232,21 @@ class SegmentSampler(_GatheringSampler):
         perm = _perm(k * n, generator, buf.device)
         size = (k * n) // num_minibatches
 
-        def segments(x: torch.Tensor | None, seg: torch.Tensor, env: torch.Tensor):
-            if x is None:
-                return None
-            if k == 1:
-                # Whole rollouts: the minibatch's environments along dim 1, one op per field
-                # (the general gather below is three: ~150 -> ~50 us a minibatch at 16 envs).
-                return x.index_select(1, env)
-            # (T, N, ...) -> (K, H, N, ...); pick (segment, env) pairs -> (S, H, ...) -> (H, S).
-            picked = x.view(k, h, n, *x.shape[2:])[seg, :, env]
-            return picked.transpose(0, 1).contiguous()
-
         out = []
         for start in range(0, size * num_minibatches, size):
             idx = perm[start : start + size]
             seg, env = (None, idx) if k == 1 else (idx // n, idx % n)
             out.append(
                 Minibatch(
-                    obs=segments(buf.obs, seg, env),
-                    actions=segments(buf.actions, seg, env),
-                    logprobs=segments(buf.logprobs, seg, env),
-                    values=segments(buf.values, seg, env),
-                    advantages=segments(buf.advantages, seg, env),
-                    returns=segments(self._returns, seg, env),
-                    dones=segments(buf.dones, seg, env),
-                    masks=segments(buf.masks, seg, env),
-                    teacher_actions=segments(buf.teacher_actions, seg, env),
+                    obs=_segments(buf.obs, seg, env, h),
+                    actions=_segments(buf.actions, seg, env, h),
+                    logprobs=_segments(buf.logprobs, seg, env, h),
+                    values=_segments(buf.values, seg, env, h),
+                    advantages=_segments(buf.advantages, seg, env, h),
+                    returns=_segments(self._returns, seg, env, h),
+                    dones=_segments(buf.dones, seg, env, h),
+                    masks=_segments(buf.masks, seg, env, h),
+                    teacher_actions=_segments(buf.teacher_actions, seg, env, h),
                     state0=tuple(
                         s[0].index_select(0, env) if k == 1 else s[seg, env] for s in buf.states
                     ),

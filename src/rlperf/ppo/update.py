@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -212,7 +212,8 @@ class AutogradUpdate(_FlatAdamUpdate):
         """
         sec = prof.section
         with sec(names.LOSS):
-            actions = mb.teacher_actions if supervised else mb.actions
+            # The supervised phase's minibatches carry the teacher's actions.
+            actions = cast(torch.Tensor, mb.teacher_actions) if supervised else mb.actions
             with self._autocast():
                 newlogprob, entropy, newvalue = self.evaluate(
                     mb.obs, actions, mb.state0, mb.dones, mb.masks

@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from rlperf.cli import (
     EXIT_FAILED,
@@ -127,8 +128,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"\ncProfile of the last {side} run: top 50 functions by cumulative time "
                   f"({pstats_path})")  # fmt: skip
             print(top_functions(pstats_path))
-        if out_dir is None:
-            shutil.rmtree(keep_dir, ignore_errors=True)
+        if out_dir is None:  # the pstats were kept in a temporary directory
+            shutil.rmtree(cast(Path, keep_dir), ignore_errors=True)
     if out_dir is not None:
         summary = {
             "schema": "rlperf.compare/1",
@@ -179,8 +180,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         fail(f"--budget-s must be a positive number of seconds, got {args.budget_s}")
     if args.repeats < 1:
         fail(f"--repeats must be at least 1, got {args.repeats}")
-    if args.chart and ablate.charts_missing():
-        fail(ablate.charts_missing())
+    if args.chart and (charts_missing := ablate.charts_missing()):
+        fail(charts_missing)
     out_dir = Path(args.out) if args.out else None
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         fail(f"--out {out_dir} is not empty: ablate writes a fresh directory of runs")

@@ -22,7 +22,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlperf.cli import (
     EXIT_FAILED,
@@ -361,7 +361,8 @@ def _profile_rank(args: argparse.Namespace, ranks: Ranks) -> int:
         return EXIT_OK
     _print_results(args, summary, captures, interrupted)
     if ranks.distributed:
-        print("\n" + rank_spread.render(per_rank))
+        # The main rank gathered every rank's figures.
+        print("\n" + rank_spread.render(cast(list[dict[str, Any]], per_rank)))
     if args.out:
         report = build_report(
             summary,

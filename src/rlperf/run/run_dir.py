@@ -18,7 +18,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
@@ -106,7 +106,7 @@ class RunDir:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._metrics = None
+        self._metrics: TextIO | None = None
 
     def prepare(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from rlperf.timing.breakdown import build_rows, render
 from rlperf.timing.stats import SectionStats
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _perf_ns = time.perf_counter_ns
 
@@ -162,18 +163,18 @@ class Profiler:
         handle = self._handles[(parent, name)] = _Section(self, stats)
         return handle
 
-    def function(self, name: str | None = None) -> Callable[[F], F]:
+    def function(self, name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Decorator timing every call of a function as a section (default name: qualname)."""
 
-        def wrap(fn: F) -> F:
+        def wrap(fn: Callable[P, R]) -> Callable[P, R]:
             label = name or fn.__qualname__
 
             @functools.wraps(fn)
-            def timed(*args: Any, **kwargs: Any) -> Any:
+            def timed(*args: P.args, **kwargs: P.kwargs) -> R:
                 with self.section(label):
                     return fn(*args, **kwargs)
 
-            return timed  # type: ignore[return-value]
+            return timed
 
         return wrap
 
@@ -221,6 +222,6 @@ def profile(name: str) -> _Section | _NullSection:
     return _GLOBAL.section(name)
 
 
-def profile_function(name: str | None = None) -> Callable[[F], F]:
+def profile_function(name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """``@rlperf.profile_function("name")`` times every call of the decorated function."""
     return _GLOBAL.function(name)

@@ -3,7 +3,7 @@ rollout buffer, minibatch sampling, GAE, the PPO loss, backward and optimizer.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from . import compat
@@ -187,10 +187,10 @@ def _loss_and_head_grads(batch: int) -> tuple[Any, Callable[[], tuple[Any, ...]]
 
     def call() -> tuple[Any, ...]:
         logits, newvalue, cache = policy.forward_train(obs)
-        views = policy.output_grad_views(cache if protocol else batch)
+        logits_grad_out, value_grad_out = policy.output_grad_views(cache if protocol else batch)
         stats, grad_logits, grad_value = discrete_ppo_loss_and_head_grads(
             logits, newvalue, mb["actions"], mb["logprobs"], mb["advantages"], mb["returns"],
-            mb["values"], coefs, *views, stat_rows,
+            mb["values"], coefs, logits_grad_out, value_grad_out, stat_rows,
         )  # fmt: skip
         return stats, cache, grad_logits, grad_value
 
@@ -284,7 +284,7 @@ def cases() -> list[Case]:
     out: list[Case] = []
     for env in _env_names():
         for n in (64, 1024):
-            tags = history if n == 1024 else set()
+            tags: Collection[str] = history if n == 1024 else set()
             out.append(Case("env_step", {"env": env, "num_envs": n}, _env_step, tags))
             out.append(Case("env_reset", {"env": env, "num_envs": n}, _env_reset))
     for env, n, batch in (("gym:CartPole-v1", 64, 64), ("gym:CartPole-v1", 64, 32),

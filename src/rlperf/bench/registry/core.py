@@ -7,7 +7,7 @@ tree under test, so the same case definitions time every commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,8 @@ class Case:
     component: str
     params: dict[str, Any]
     setup_fn: Callable[..., Prepared] = field(repr=False)
-    tags: frozenset[str] = field(default=frozenset(), compare=False)
+    # Any collection of TAGS (a set literal reads best in the registry); kept as a frozenset.
+    tags: Collection[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.tags) - set(TAGS)

@@ -140,6 +140,7 @@ class GridVec(VectorEnv):
     """
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    single_observation_space: spaces.Box  # (channels, side, side) uint8
 
     def __init__(
         self, num_maps: int, mission: Mission, obs_radius: int = 5, goal_plane: bool = True

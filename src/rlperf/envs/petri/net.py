@@ -101,7 +101,8 @@ class Net:
         num_p, num_t = len(places), len(transitions)
         pre = np.zeros((num_p, num_t), dtype=np.int64)
         post = np.zeros((num_p, num_t), dtype=np.int64)
-        inputs, outputs = [], []
+        inputs: list[tuple[tuple[int, int], ...]] = []
+        outputs: list[tuple[tuple[int, int], ...]] = []
         for t, (tname, (ins, outs)) in enumerate(transitions.items()):
             for matrix, arcs, pairs, side in ((pre, ins, inputs, "input"),
                                               (post, outs, outputs, "output")):  # fmt: skip

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import cast
 
 from rlperf.envs.petri.net import Arcs, Net, parse_goal
 
@@ -111,6 +112,7 @@ def load_pnml(path: str | Path, goal: str | None = None, max_steps: int | None =
         for end in (src, dst):
             if end not in nodes:
                 raise fail(f"arc {arc_id!r} connects unknown node {end!r}")
+        src, dst = cast(str, src), cast(str, dst)  # both are nodes' ids now
         weight = _text_int(arc, "inscription", 1, 1, fail, f"arc {arc_id!r}")
         if (src in transitions) == (dst in transitions):
             kind = "transition-to-transition" if src in transitions else "place-to-place"

@@ -13,6 +13,8 @@ per env or per transition in :meth:`step`. It must agree step for step with
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from rlperf.envs.petri.base import (
@@ -28,7 +30,9 @@ from rlperf.envs.petri.net import Net
 class TurboPetriVec(PetriNetVec):
     """Petri-net vector env stepped as one batch (incidence matrices, no per-env loop)."""
 
-    def __init__(self, num_envs: int, net: Net, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self, num_envs: int, net: Net, *, mask: bool, max_steps: int, max_tokens: int
+    ) -> None:
         # (T, K) input places and weights per transition, padded with (place 0, weight 0).
         width = max(1, int((net.pre > 0).sum(axis=0).max()))
         self._in_place = np.zeros((net.num_transitions, width), dtype=np.intp)
@@ -44,10 +48,10 @@ class TurboPetriVec(PetriNetVec):
         self._goal_places = np.flatnonzero(net.goal)
         self._goal_counts = net.goal[self._goal_places]
         self._rows = np.arange(num_envs)
-        super().__init__(num_envs, net, **kwargs)
+        super().__init__(num_envs, net, mask=mask, max_steps=max_steps, max_tokens=max_tokens)
 
     def _enabled_of(self, marking: np.ndarray) -> np.ndarray:
-        return (marking[:, self._in_place] >= self._in_weight).all(axis=2)
+        return cast(np.ndarray, (marking[:, self._in_place] >= self._in_weight).all(axis=2))
 
     def _advance(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         actions = actions.astype(np.intp, copy=False)
@@ -57,7 +61,7 @@ class TurboPetriVec(PetriNetVec):
         self.episode_steps += 1
         self.enabled = self._enabled_of(self.marking)
         reached = (self.marking[:, self._goal_places] >= self._goal_counts).all(axis=1)
-        dead = ~reached & ~self.enabled.any(axis=1)
+        dead = cast(np.ndarray, ~reached & ~self.enabled.any(axis=1))
         # Same operations in the same order as the reference, so rewards agree to the bit.
         rewards = np.full(self.num_envs, -STEP_COST)
         rewards -= np.where(valid, 0.0, INVALID_PENALTY)

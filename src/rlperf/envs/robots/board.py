@@ -30,7 +30,7 @@ def random_walls(rng: np.random.Generator, count: int, board_size: int) -> np.nd
     cells = rng.integers(0, b * b, (count, pieces))
     # A corner piece walls two adjacent sides of its cell: N+E, E+S, S+W or W+N.
     first = rng.integers(0, 4, (count, pieces))
-    sides = np.zeros((count, b * b, 4), dtype=bool)
+    sides: np.ndarray = np.zeros((count, b * b, 4), dtype=bool)
     boards = np.repeat(np.arange(count), pieces)
     for side in (first, (first + 1) % 4):
         sides[boards, cells.ravel(), side.ravel()] = True

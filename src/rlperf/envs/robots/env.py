@@ -27,7 +27,7 @@ Contract (as ``envs/catch.py``): gymnasium ``VectorEnv``, ``AutoresetMode.SAME_S
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -140,10 +140,11 @@ class RobotsVec(VectorEnv):
         if self._rgb:
             with profile(names.RENDER):
                 backgrounds = np.empty((len(rows), *self._backgrounds.shape[1:]), np.uint8)
+                renderer = cast(BoardRenderer, self._renderer)  # made in __init__ in RGB mode
                 with profile(names.RENDER_DRAW_GRID):
-                    self._renderer.grid_into(backgrounds)
+                    renderer.grid_into(backgrounds)
                 with profile(names.RENDER_DRAW_WALLS):
-                    self._renderer.draw_walls(backgrounds, walls)
+                    renderer.draw_walls(backgrounds, walls)
                 self._backgrounds[rows] = backgrounds
         else:
             self._planes[rows] = wall_planes(walls) * np.uint8(ON)
@@ -157,10 +158,11 @@ class RobotsVec(VectorEnv):
         if self._rgb:
             with profile(names.RENDER):
                 images = self._backgrounds.copy() if rows is None else self._backgrounds[rows]
+                renderer = cast(BoardRenderer, self._renderer)  # made in __init__ in RGB mode
                 with profile(names.RENDER_DRAW_TARGET):
-                    self._renderer.draw_target(images, target_robot, target_cell)
+                    renderer.draw_target(images, target_robot, target_cell)
                 with profile(names.RENDER_DRAW_ROBOTS):
-                    self._renderer.draw_robots(images, positions, target_robot, target_cell)
+                    renderer.draw_robots(images, positions, target_robot, target_cell)
                 return images
         with profile(names.ENV_OBSERVE):
             n, b, r = len(positions), self.board_size, self.num_robots
@@ -213,7 +215,9 @@ class RobotsVec(VectorEnv):
         obs[rows] = self._observe(rows)
         return obs, rewards, terminated, truncated, infos
 
-    def render(self, index: int = 0) -> np.ndarray:
+    # Not gymnasium's VectorEnv.render() (every env's frame per its render_mode): one board's
+    # image by index, on demand, whatever the observation mode.
+    def render(self, index: int = 0) -> np.ndarray:  # type: ignore[override]
         """Env ``index``'s board as an ``(image_size, image_size, 3)`` uint8 RGB array."""
         if not 0 <= index < self.num_envs:
             raise IndexError(f"env index {index} out of range for {self.num_envs} envs")

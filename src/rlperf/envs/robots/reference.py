@@ -73,7 +73,7 @@ def reference_image(
                 _box(draw, 0, e, size, e + 1, GRID)
                 _box(draw, e, 0, e + 1, size, GRID)
         with profile(names.RENDER_DRAW_WALLS):
-            lo, hi = g.band_lo, g.band_hi
+            lo, hi = g.band_lo.tolist(), g.band_hi.tolist()
             for r in range(b):
                 for c in range(b):
                     cell = int(walls[r, c])

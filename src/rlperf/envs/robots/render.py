@@ -183,7 +183,8 @@ class BoardRenderer:
         sizes = g.hi - g.lo  # per row and per column alike
         widths, size_class = np.unique(sizes, return_inverse=True)
         big = int(widths.max())
-        contents = [(None, j) for j in range(num_robots)]
+        # (target robot, robot) pairs a tile shows; None: no target / no robot.
+        contents: list[tuple[int | None, int | None]] = [(None, j) for j in range(num_robots)]
         contents += [(t, None) for t in range(num_robots)]
         contents += [(t, j) for t in range(num_robots) for j in range(num_robots)]
         clamp = np.minimum(np.arange(big)[None, :], widths[:, None] - 1)  # (classes, big)

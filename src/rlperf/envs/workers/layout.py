@@ -14,7 +14,7 @@ block, one entry per worker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -85,7 +85,9 @@ class EnvShape:
     @property
     def mask_width(self) -> int:
         space = self.action_space
-        return int(space.n) if isinstance(space, spaces.Discrete) else int(np.sum(space.nvec))
+        if isinstance(space, spaces.Discrete):
+            return int(space.n)
+        return int(np.sum(cast(spaces.MultiDiscrete, space).nvec))  # masks are for these two
 
     @property
     def action_dtype(self) -> np.dtype:
@@ -97,10 +99,13 @@ class EnvShape:
 
 def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
     """The block of a multiprocess env with ``rows`` rows in all over ``num_workers`` workers."""
-    obs_shape, obs_dtype = shape.observation_space.shape, shape.observation_space.dtype
+    # Every space a pool carries (Box, Discrete, MultiDiscrete) has a shape.
+    obs_shape = cast(tuple[int, ...], shape.observation_space.shape)
+    obs_dtype = shape.observation_space.dtype
+    action_shape = cast(tuple[int, ...], shape.action_space.shape)
     fields: list[tuple[str, tuple[int, ...], Any]] = [
         ("obs", (rows, *obs_shape), obs_dtype),
-        ("actions", (rows, *shape.action_space.shape), shape.action_dtype),
+        ("actions", (rows, *action_shape), shape.action_dtype),
         ("rewards", (rows,), np.float32),
         ("terminations", (rows,), np.bool_),
         ("truncations", (rows,), np.bool_),

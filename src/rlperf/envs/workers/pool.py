@@ -35,7 +35,7 @@ import os
 import time
 import weakref
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -287,7 +287,7 @@ class MultiprocessVecEnv(VectorEnv):
             if len(ready) >= count or time.perf_counter() >= deadline:
                 break
         while len(ready) < count:
-            by_object = {self._results[w]: w for w in self._in_flight}
+            by_object: dict[Any, int] = {self._results[w]: w for w in self._in_flight}
             by_object.update({self._processes[w].sentinel: w for w in self._in_flight})
             for obj in wait(list(by_object)):
                 w = by_object[obj]
@@ -486,7 +486,7 @@ class WorkersTeacher:
 
     def __init__(self, env: MultiprocessVecEnv) -> None:
         self.env = env
-        self.shape = (env.num_envs, *env.single_observation_space.shape)
+        self.shape = (env.num_envs, *cast(tuple[int, ...], env.single_observation_space.shape))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         if tuple(obs.shape) != self.shape:

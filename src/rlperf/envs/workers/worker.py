@@ -22,9 +22,10 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -138,7 +139,7 @@ class WorkerLoop:
         self.done_seq, self.finished = views["done_seq"][w : w + 1], views["finished"][w : w + 1]
         self.busy_s, self.idle_s = views["busy_s"][w : w + 1], views["idle_s"][w : w + 1]
         self._flags_set = False
-        self._teacher = None
+        self._teacher: Callable[[np.ndarray], np.ndarray] | None = None
 
     def _wait_command(self, seq: int) -> bool:
         """Wait for command ``seq``; False when the parent is gone (pipe at end of file)."""
@@ -182,13 +183,15 @@ class WorkerLoop:
             obs, infos = self.env.reset(seed=seed, options=options)
             self._write(obs, 0.0, False, False, infos)
         elif command == GET_STATE:
-            control.send(self.env.get_state())
+            # The parent asks for state and the teacher only of an env whose probe has them
+            # (EnvShape.has_state, has_teacher), beyond VectorEnv's API: hence Any.
+            control.send(cast(Any, self.env).get_state())
         elif command == SET_STATE:
-            self.env.set_state(control.recv())
+            cast(Any, self.env).set_state(control.recv())
         elif command == TEACHER:
             if self._teacher is None:
-                self._teacher = self.env.make_teacher()
-            self.teacher_out[...] = self._teacher(self.obs)
+                self._teacher = cast(Any, self.env).make_teacher()
+            cast(np.ndarray, self.teacher_out)[...] = self._teacher(self.obs)  # a teacher block
         else:
             raise ValueError(f"unknown worker command {command}")
 
