@@ -17,7 +17,7 @@ truncated-BPTT segments (``ppo/samplers.py``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -94,21 +94,32 @@ class RolloutBuffer:
             )
         self._on_cpu = device.type == "cpu"
         # On the CPU, numpy views of the tensors let the host copy observations in directly.
-        self._obs_np = self.obs.numpy() if self._on_cpu else None
-        self._next_obs_np = self.next_obs.numpy() if self._on_cpu else None
+        self._obs_np = self.obs_slots.numpy() if self._on_cpu else np.empty(0)  # CPU only
 
     # -- collection ----------------------------------------------------------------------
-    def _slot(self, steps: torch.Tensor | None, last: torch.Tensor | None, t: int):
-        return last if t == self.num_steps else steps[t]
-
     def obs_slot(self, t: int) -> torch.Tensor:
         """Where the observation acted on at step ``t`` lives (``t == num_steps``: next_obs)."""
-        return self._slot(self.obs, self.next_obs, t)
+        return self.next_obs if t == self.num_steps else self.obs[t]
+
+    def done_slot(self, t: int) -> torch.Tensor | None:
+        """Episode-start flags (N,) of the observation in slot ``t``; None for a policy without
+        state (the buffer keeps none)."""
+        return None if self.done_slots is None else self.done_slots[t]
+
+    def mask_slot(self, t: int) -> torch.Tensor | None:
+        """Action mask (N, mask_width) of the observation in slot ``t``; None without masks."""
+        return None if self.mask_slots is None else self.mask_slots[t]
+
+    def teacher_slot(self, t: int) -> torch.Tensor:
+        """Where the teacher's actions (N,) of step ``t`` go."""
+        if self.teacher_actions is None:
+            raise RuntimeError("this rollout buffer keeps no teacher actions (teacher=False)")
+        return self.teacher_actions[t]
 
     def write_obs(self, t: int, obs: np.ndarray) -> torch.Tensor:
         """Copy an environment observation (N, *obs_shape) into slot ``t``; returns the slot."""
         if self._on_cpu:
-            target = self._next_obs_np if t == self.num_steps else self._obs_np[t]
+            target = self._obs_np[t]
             target[...] = obs.reshape(target.shape)
             return self.obs_slot(t)
         slot = self.obs_slot(t)
@@ -118,23 +129,24 @@ class RolloutBuffer:
 
     def write_done(self, t: int, done: np.ndarray) -> torch.Tensor:
         """Episode-start flags (N,) of the observation in slot ``t`` (recurrent policies)."""
-        slot = self._slot(self.dones, self.next_done, t)
+        slot = cast(torch.Tensor, self.done_slots)[t]
         slot.copy_(torch.from_numpy(np.asarray(done, dtype=np.float32)))
         return slot
 
-    def write_mask(self, t: int, mask: np.ndarray) -> torch.Tensor:
+    def write_mask(self, t: int, mask: np.ndarray | None) -> torch.Tensor:
         """Action mask (N, mask_width) of the observation in slot ``t``."""
-        slot = self._slot(self.masks, self.next_mask, t)
+        if mask is None:
+            raise ValueError("the env gave no action mask for a step after giving one at reset")
+        slot = cast(torch.Tensor, self.mask_slots)[t]
         slot.copy_(torch.from_numpy(np.asarray(mask, dtype=bool)).view(slot.shape))
         return slot
 
     def start_rollout(self) -> None:
         """Move the last rollout's final slot (observation, done flag, mask) to step 0."""
         self.obs[0] = self.next_obs
-        if self.recurrent:
-            self.dones[0] = self.next_done
-        if self.masks is not None:
-            self.masks[0] = self.next_mask
+        for slots in (self.done_slots, self.mask_slots):
+            if slots is not None:
+                slots[0] = slots[self.num_steps]
 
     def store_state(self, t: int, state: tuple[torch.Tensor, ...]) -> None:
         """Record the policy state entering step ``t`` when ``t`` starts a BPTT segment."""
@@ -227,32 +239,19 @@ class RolloutBuffer:
             tensors = tuple(t.to(self.device, non_blocking=True) for t in tensors)
         return tensors  # type: ignore[return-value]
 
-    def gae_inputs(self, last_value: torch.Tensor) -> dict[str, np.ndarray | torch.Tensor]:
+    def gae_inputs(self, last_value: torch.Tensor) -> dict[str, Any]:
         """Keyword arguments of :func:`~rlperf.ppo.gae.gae` writing into ``advantages``.
 
         On the CPU they are numpy views of the same memory (the T-step recursion is ~4x cheaper
         per op in numpy); on CUDA device tensors, the host arrays copied once per rollout.
         """
+        names = ("rewards", "terminations", "truncations", "values", "bootstrap_values",
+                 "last_value", "out")  # fmt: skip
+        tensors = (self.values, self.bootstrap_values, last_value, self.advantages)
         if self._on_cpu:
-            rewards, terminations, truncations = (
-                self.rewards_host, self.terminations_host, self.truncations_host
-            )  # fmt: skip
-            values, bootstrap = self.values.numpy(), self.bootstrap_values.numpy()
-            last, out = last_value.numpy(), self.advantages.numpy()
-        else:
-            rewards, terminations, truncations = self.finish()
-            values, bootstrap, last, out = (
-                self.values, self.bootstrap_values, last_value, self.advantages
-            )  # fmt: skip
-        return {
-            "rewards": rewards,
-            "values": values,
-            "last_value": last,
-            "terminations": terminations,
-            "truncations": truncations,
-            "bootstrap_values": bootstrap,
-            "out": out,
-        }
+            host = (self.rewards_host, self.terminations_host, self.truncations_host)
+            return dict(zip(names, (*host, *(t.numpy() for t in tensors)), strict=True))
+        return dict(zip(names, (*self.finish(), *tensors), strict=True))
 
 
 def bootstrap_truncated(

@@ -188,8 +188,7 @@ class Trainer:
         teacher = self.teacher_phase if supervised else None
         buf.start_rollout()
         obs_t = buf.obs[0]
-        done_t = buf.dones[0] if recurrent else None
-        mask_t = buf.masks[0] if has_mask else None
+        done_t, mask_t = buf.done_slot(0), buf.mask_slot(0)
         state = self.state
         # The parameters do not change during a rollout: the policy may prepare for that.
         with torch.inference_mode(), policy.acting():
@@ -201,7 +200,7 @@ class Trainer:
                         obs_t, state, done_t, mask_t, self.sample_gen
                     )
                 if teacher is not None:
-                    actions = teacher.step(obs_t, actions, buf.teacher_actions[t], self.sample_gen)
+                    actions = teacher.step(obs_t, actions, buf.teacher_slot(t), self.sample_gen)
                 with sec(names.DEVICE_TO_HOST):
                     # CUDA: the one device->host copy of a step (and its sync point).
                     actions_host = actions.numpy() if on_cpu else actions.cpu().numpy()
