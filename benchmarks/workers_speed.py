@@ -62,10 +62,10 @@ def random_actions(num_envs: int, choices: int, dtype: Any = np.int64) -> np.nda
 
 
 def rlperf_multiprocess(env_name: str, num_envs: int, workers: int, choices: int,
-                        **options: Any) -> Contender:  # fmt: skip
-    env = MultiprocessVecEnv(env_name, num_envs, workers, seed=1, options=options)
-    return Contender(f"rlperf multiprocess {workers}w", env.num_envs, env.step, env.close,
-                     random_actions(env.num_envs, choices))  # fmt: skip
+                        pin: bool = False, **options: Any) -> Contender:  # fmt: skip
+    env = MultiprocessVecEnv(env_name, num_envs, workers, seed=1, options=options, pin_cores=pin)
+    return Contender(f"rlperf multiprocess {workers}w{' pinned' if pin else ''}", env.num_envs,
+                     env.step, env.close, random_actions(env.num_envs, choices))  # fmt: skip
 
 
 def rlperf_serial(env_name: str, num_envs: int, choices: int, **options: Any) -> Contender:
@@ -103,20 +103,25 @@ def gymnasium_vector(num_envs: int, mode: str) -> Contender:
 
 def run_group(title: str, builders: list[Callable[[], Contender]], rounds: int,
               seconds: float) -> dict[str, Any]:  # fmt: skip
-    contenders = []
-    try:
+    # Each contender exists only while it is timed: PufferLib's idle workers poll (each burnt
+    # ~0.25 of a core here while another contender ran), which would slow whatever runs beside
+    # them on 2 cores.
+    rates: dict[str, list[float]] = {}
+    missing: dict[Callable[[], Contender], str] = {}
+    for _ in range(rounds):
         for build in builders:
+            if build in missing:
+                continue
             try:
-                contenders.append(build())
+                c = build()
             except ImportError as e:
+                missing[build] = str(e)
                 print(f"  skipped: {e}")
-        rates: dict[str, list[float]] = {c.name: [] for c in contenders}
-        for _ in range(rounds):
-            for c in contenders:
-                rates[c.name].append(c.steps_per_s(seconds))
-    finally:
-        for c in contenders:
-            c.close()
+                continue
+            try:
+                rates.setdefault(c.name, []).append(c.steps_per_s(seconds))
+            finally:
+                c.close()
     ours = next(iter(rates))
     print(f"\n{title}: env steps/s, median [min-max] over {rounds} rounds; paired ratio of "
           f"{ours!r} to each")  # fmt: skip
@@ -146,6 +151,7 @@ def main() -> None:
             "gym:CartPole-v1, 64 envs, synchronous",
             [
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, pin=True),
                 lambda: pufferlib_multiprocessing(64, w),
                 lambda: gymnasium_vector(64, "async"),
                 lambda: gymnasium_vector(64, "sync"),
@@ -158,7 +164,11 @@ def main() -> None:
     if not args.skip_heavy:
         results["grid_4096_rows"] = run_group(
             "grid, 256 maps x 16 agents = 4096 rows",
-            [lambda: rlperf_multiprocess("grid", 256, w, 5), lambda: rlperf_serial("grid", 256, 5)],
+            [
+                lambda: rlperf_multiprocess("grid", 256, w, 5),
+                lambda: rlperf_multiprocess("grid", 256, w, 5, pin=True),
+                lambda: rlperf_serial("grid", 256, 5),
+            ],
             args.rounds,
             args.seconds,
         )
@@ -166,6 +176,7 @@ def main() -> None:
             "gym:CartPole-v1, 256 envs",
             [
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, pin=True),
                 lambda: rlperf_serial("gym:CartPole-v1", 256, 2),
             ],
             args.rounds,

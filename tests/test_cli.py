@@ -61,6 +61,7 @@ def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
         "num_workers": 2,
         "env_batch_size": 0,
         "oversubscribe": False,
+        "pin_workers": False,
     }
     assert config["policy"]["kind"] == "mlp"
     assert config["ppo"]["num_steps"] == 16 and config["run"]["seed"] == 5
@@ -155,6 +156,7 @@ BAD_TRAIN_ARGS = [
     # The env workers (envs/workers/): sizes that do not split, more workers than cores.
     (["--vec-backend", "threads"], "--vec-backend must be one of serial, multiprocess"),
     (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
+    (["--pin-workers"], "--pin-workers needs --vec-backend multiprocess"),
     (
         [
             "--vec-backend",

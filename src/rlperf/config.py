@@ -87,6 +87,12 @@ class EnvConfig:
         "allow more env workers, or --nproc ranks, than this machine's cores (CUDA ranks: "
         "GPUs); they will share them",
     )
+    pin_workers: bool = _f(
+        False,
+        "multiprocess, Linux: pin env worker w to the w-th core this process may use, so the "
+        "scheduler never stacks two workers on one core (docs/workers.md); off on a machine "
+        "busy with other work, where a pinned worker cannot move to an idle core",
+    )
 
     def validate_backend(self) -> None:
         """The vector backend's settings: ConfigError (one line) unless they can run here."""
@@ -100,6 +106,8 @@ class EnvConfig:
                     "--env-batch-size needs --vec-backend multiprocess (the serial backend "
                     "steps every env together)"
                 )
+            if self.pin_workers:
+                raise ConfigError("--pin-workers needs --vec-backend multiprocess")
             return
         cores = os.cpu_count() or 1
         if self.num_workers < 1:

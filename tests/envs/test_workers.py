@@ -285,6 +285,23 @@ def test_workers_run_one_thread():
         env.close()
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
+def test_pinned_workers_each_keep_their_own_core():
+    cores = sorted(os.sched_getaffinity(0))
+    env = MultiprocessVecEnv("cartpole", 6, 3, seed=SEED, pin_cores=True)
+    try:
+        env.step(np.zeros(6, np.int64))
+        pinned = [os.sched_getaffinity(p) for p in env.pids]
+        assert pinned == [{cores[w % len(cores)]} for w in range(3)]  # wraps past the cores
+    finally:
+        env.close()
+    unpinned = MultiprocessVecEnv("cartpole", 4, 2, seed=SEED)
+    try:
+        assert [os.sched_getaffinity(p) for p in unpinned.pids] == [set(cores)] * 2
+    finally:
+        unpinned.close()
+
+
 PARENT = textwrap.dedent(
     """
     import sys, time

@@ -32,4 +32,5 @@ def make_env(cfg: EnvConfig, seed: int | None) -> VectorEnv:
         batch_size=cfg.env_batch_size,
         seed=seed,
         options=cfg.options,
+        pin_cores=cfg.pin_workers,
     )

@@ -120,6 +120,11 @@ class MultiprocessVecEnv(VectorEnv):
         seed: the first reset's seed (see the module docstring for the per-worker seeds).
         options: the env factory's keyword options.
         spin_us: microseconds to spin on shared memory before blocking on a pipe.
+        pin_cores: pin worker ``w`` to the ``w``-th core of this process's affinity set
+            (Linux; wrapping around when there are more workers than cores; ignored where
+            the OS has no ``sched_setaffinity``). Woken by the parent's pipe write, unpinned
+            workers are often placed on the parent's core, two on one core while the other
+            idles; pinned, each keeps its own (docs/workers.md has the figures).
 
     Attributes:
         num_envs: rows (the grid: agents), as every rlperf vector env counts them.
@@ -137,6 +142,7 @@ class MultiprocessVecEnv(VectorEnv):
         seed: int | None = None,
         options: dict[str, Any] | None = None,
         spin_us: float = DEFAULT_SPIN_US,
+        pin_cores: bool = False,
     ) -> None:
         check_env_name(env_name)
         options = dict(options or {})
@@ -166,6 +172,8 @@ class MultiprocessVecEnv(VectorEnv):
             self.get_state, self.set_state = self._get_state, self._set_state
         self._row_ids = np.arange(self.num_envs).reshape(num_workers, self.rows_per_worker)
         self._spin_s = spin_us * 1e-6
+        can_pin = pin_cores and hasattr(os, "sched_getaffinity")
+        self._cores = sorted(os.sched_getaffinity(0)) if can_pin else []
 
         self._processes: list[Any] = []
         self._commands: list[Connection] = []
@@ -204,6 +212,7 @@ class MultiprocessVecEnv(VectorEnv):
             results=results_w,
             control=control_child,
             spin_s=self._spin_s,
+            core=self._cores[w % len(self._cores)] if self._cores else None,
         )
         process = ctx.Process(target=worker.run, args=(args,), name=f"rlperf-env-worker-{w}")
         process.daemon = True

@@ -53,6 +53,7 @@ class WorkerArgs:
     results: Connection  # write end: one byte per result
     control: Connection  # duplex: payloads of rare commands, errors
     spin_s: float
+    core: int | None = None  # the core to pin this worker to (None: the scheduler chooses)
 
 
 def describe_error(error: BaseException) -> dict[str, str]:
@@ -95,6 +96,8 @@ def run(args: WorkerArgs) -> None:
     # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _one_thread()
+    if args.core is not None:
+        os.sched_setaffinity(0, {args.core})
     views = args.layout.views(args.buffer)
     try:
         loop = WorkerLoop(args, views)
