@@ -54,12 +54,14 @@ Implementations:
 - ``sb3-enc`` (not in the default set): the same with an sb3 features extractor equal to
   rlperf's encoder (Linear(2, 64) + Tanh + Linear(64, 64) + Tanh) before the LSTM, to show how
   much of the gap is the encoder sb3 does not have.
-- ``cleanrl``: CleanRL ``ppo_atari_lstm.py``'s loop written out below with the CNN replaced by
-  the same MLP encoder: ``nn.LSTM(64, 64)`` (orthogonal weights gain 1, zero biases) stepped one
-  time step at a time in ``get_states`` with the state multiplied by ``1 - done``, actor
-  ``layer_init(Linear(64, 2), std=0.01)``, critic ``layer_init(Linear(64, 1), std=1)``,
-  rollout into torch tensors, the Python GAE loop, minibatches of 16 shuffled whole environments
-  gathered through ``flatinds``, ``.item()`` per minibatch for the clip fraction.
+- ``cleanrl``: CleanRL ``ppo_atari_lstm.py``'s loop, written out in ``rlperf.bench.cleanrl``
+  (the loop ``sps.py``'s ``cleanrl`` runs too) with the CNN replaced by the same MLP encoder:
+  ``nn.LSTM(64, 64)`` (orthogonal weights gain 1, zero biases) stepped one time step at a time
+  in ``get_states`` with the state multiplied by ``1 - done``, actor ``layer_init(Linear(64, 2),
+  std=0.01)``, critic ``layer_init(Linear(64, 1), std=1)``, rollout into torch tensors, the
+  Python GAE loop, minibatches of 16 shuffled whole environments gathered through ``flatinds``,
+  ``.item()`` per minibatch for the clip fraction, and once per iteration the host reads of
+  what CleanRL logs to TensorBoard.
 
 Differences that remain (the work is not identical, and the table should be read with them):
 - sb3 has no encoder: its LSTM reads the 2 observed values directly, so it skips two
@@ -321,226 +323,15 @@ def worker_sb3(total: int, threads: int, seed: int, encoder: bool) -> dict:
 
 
 # -- CleanRL ppo_atari_lstm.py, on the MLP encoder ----------------------------------------------
-def _cleanrl_agent(obs_dim: int, n_actions: int):  # noqa: ANN202 - local factory
-    import numpy as np
-    import torch
-    from torch import nn
-    from torch.distributions.categorical import Categorical
-
-    def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0):
-        torch.nn.init.orthogonal_(layer.weight, std)
-        torch.nn.init.constant_(layer.bias, bias_const)
-        return layer
-
-    class Agent(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.network = nn.Sequential(
-                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-                layer_init(nn.Linear(64, 64)), nn.Tanh(),
-            )  # fmt: skip
-            self.lstm = nn.LSTM(64, LSTM_HIDDEN)
-            for name, param in self.lstm.named_parameters():
-                if "bias" in name:
-                    nn.init.constant_(param, 0)
-                elif "weight" in name:
-                    nn.init.orthogonal_(param, 1.0)
-            self.actor = layer_init(nn.Linear(LSTM_HIDDEN, n_actions), std=0.01)
-            self.critic = layer_init(nn.Linear(LSTM_HIDDEN, 1), std=1)
-
-        def get_states(self, x, lstm_state, done):  # noqa: ANN001, ANN202
-            hidden = self.network(x)
-            # LSTM logic
-            batch_size = lstm_state[0].shape[1]
-            hidden = hidden.reshape((-1, batch_size, self.lstm.input_size))
-            done = done.reshape((-1, batch_size))
-            new_hidden = []
-            for h, d in zip(hidden, done, strict=True):
-                h, lstm_state = self.lstm(
-                    h.unsqueeze(0),
-                    (
-                        (1.0 - d).view(1, -1, 1) * lstm_state[0],
-                        (1.0 - d).view(1, -1, 1) * lstm_state[1],
-                    ),
-                )
-                new_hidden += [h]
-            new_hidden = torch.flatten(torch.cat(new_hidden), 0, 1)
-            return new_hidden, lstm_state
-
-        def get_value(self, x, lstm_state, done):  # noqa: ANN001, ANN202
-            hidden, _ = self.get_states(x, lstm_state, done)
-            return self.critic(hidden)
-
-        def get_action_and_value(self, x, lstm_state, done, action=None):  # noqa: ANN001, ANN202
-            hidden, lstm_state = self.get_states(x, lstm_state, done)
-            logits = self.actor(hidden)
-            probs = Categorical(logits=logits)
-            if action is None:
-                action = probs.sample()
-            return action, probs.log_prob(action), probs.entropy(), self.critic(hidden), lstm_state
-
-    return Agent()
-
-
 def worker_cleanrl(total: int, threads: int, seed: int) -> dict:
-    import numpy as np
-    import torch
-    from torch import nn, optim
+    # Imported here, not at the top: the rlperf-base worker runs an older tree without it.
+    from rlperf.bench.cleanrl import PPOCoefs, run_lstm
 
-    torch.set_num_threads(threads)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    num_envs, num_steps = NUM_ENVS, NUM_STEPS
-    batch_size = num_envs * num_steps
-    num_iterations = total // batch_size
-    envs = _make_env(seed)
-    obs_shape = envs.single_observation_space.shape
-    agent = _cleanrl_agent(obs_shape[0], envs.single_action_space.n)
-    optimizer = optim.Adam(agent.parameters(), lr=LR, eps=1e-5)
-
-    obs = torch.zeros((num_steps, num_envs, *obs_shape))
-    actions = torch.zeros((num_steps, num_envs))
-    logprobs = torch.zeros((num_steps, num_envs))
-    rewards = torch.zeros((num_steps, num_envs))
-    dones = torch.zeros((num_steps, num_envs))
-    values = torch.zeros((num_steps, num_envs))
-
-    global_step = 0
-    next_obs, _ = envs.reset(seed=seed)
-    next_obs = torch.Tensor(next_obs)
-    next_done = torch.zeros(num_envs)
-    next_lstm_state = (
-        torch.zeros(agent.lstm.num_layers, num_envs, agent.lstm.hidden_size),
-        torch.zeros(agent.lstm.num_layers, num_envs, agent.lstm.hidden_size),
-    )
-    episode_returns: list[float] = []
-    times = {"rollout": 0.0, "update": 0.0}
-    t_start = steps_start = None
-    for iteration in range(1, num_iterations + 1):
-        if iteration == WARMUP_ITERS + 1:
-            t_start, steps_start = time.perf_counter(), global_step
-            times.update(rollout=0.0, update=0.0)
-        t_rollout = time.perf_counter()
-        initial_lstm_state = (next_lstm_state[0].clone(), next_lstm_state[1].clone())
-        frac = 1.0 - (iteration - 1.0) / num_iterations
-        optimizer.param_groups[0]["lr"] = frac * LR
-
-        for step in range(0, num_steps):
-            global_step += num_envs
-            obs[step] = next_obs
-            dones[step] = next_done
-            with torch.no_grad():
-                action, logprob, _, value, next_lstm_state = agent.get_action_and_value(
-                    next_obs, next_lstm_state, next_done
-                )
-                values[step] = value.flatten()
-            actions[step] = action
-            logprobs[step] = logprob
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            next_done = np.logical_or(terminations, truncations)
-            rewards[step] = torch.tensor(reward).view(-1)
-            next_obs, next_done = torch.Tensor(next_obs), torch.Tensor(next_done)
-            if "episode" in infos:
-                episode_returns.extend(infos["episode"]["r"][infos["_episode"]].tolist())
-
-        # bootstrap value if not done
-        with torch.no_grad():
-            next_value = agent.get_value(next_obs, next_lstm_state, next_done).reshape(1, -1)
-            advantages = torch.zeros_like(rewards)
-            lastgaelam = 0
-            for t in reversed(range(num_steps)):
-                if t == num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
-                else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + GAMMA * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = (
-                    delta + GAMMA * GAE_LAMBDA * nextnonterminal * lastgaelam
-                )
-            returns = advantages + values
-        t_update = time.perf_counter()
-        times["rollout"] += t_update - t_rollout
-
-        # flatten the batch
-        b_obs = obs.reshape((-1, *obs_shape))
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape(-1)
-        b_dones = dones.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
-
-        # Optimizing the policy and value network
-        envsperbatch = num_envs // NUM_MINIBATCHES
-        envinds = np.arange(num_envs)
-        flatinds = np.arange(batch_size).reshape(num_steps, num_envs)
-        clipfracs = []
-        for _epoch in range(UPDATE_EPOCHS):
-            np.random.shuffle(envinds)
-            for start in range(0, num_envs, envsperbatch):
-                end = start + envsperbatch
-                mbenvinds = envinds[start:end]
-                mb_inds = flatinds[:, mbenvinds].ravel()  # be really careful about the index
-                _, newlogprob, entropy, newvalue, _ = agent.get_action_and_value(
-                    b_obs[mb_inds],
-                    (initial_lstm_state[0][:, mbenvinds], initial_lstm_state[1][:, mbenvinds]),
-                    b_dones[mb_inds],
-                    b_actions.long()[mb_inds],
-                )
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
-
-                with torch.no_grad():
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > CLIP).float().mean().item()]
-
-                mb_advantages = b_advantages[mb_inds]
-                mb_advantages = (mb_advantages - mb_advantages.mean()) / (
-                    mb_advantages.std() + 1e-8
-                )
-
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - CLIP, 1 + CLIP)
-                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                # Value loss
-                newvalue = newvalue.view(-1)
-                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                v_clipped = b_values[mb_inds] + torch.clamp(
-                    newvalue - b_values[mb_inds], -CLIP, CLIP
-                )
-                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                v_loss = 0.5 * v_loss_max.mean()
-
-                entropy_loss = entropy.mean()
-                loss = pg_loss - ENT_COEF * entropy_loss + v_loss * VF_COEF
-
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), MAX_GRAD_NORM)
-                optimizer.step()
-
-        # What CleanRL reads for its TensorBoard scalars once per iteration.
-        y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
-        var_y = np.var(y_true)
-        _explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-        _logged = (v_loss.item(), pg_loss.item(), entropy_loss.item(), old_approx_kl.item(),
-                   approx_kl.item(), np.mean(clipfracs))  # fmt: skip
-        times["update"] += time.perf_counter() - t_update
-
-    elapsed = time.perf_counter() - t_start
-    iters = num_iterations - WARMUP_ITERS
-    return {
-        "sps": (global_step - steps_start) / elapsed,
-        "rollout_ms": 1e3 * times["rollout"] / iters,
-        "update_ms": 1e3 * times["update"] / iters,
-        "mean_return": statistics.fmean(episode_returns[-100:]) if episode_returns else None,
-    }
+    coefs = PPOCoefs(learning_rate=LR, gamma=GAMMA, gae_lambda=GAE_LAMBDA, clip_coef=CLIP,
+                     ent_coef=ENT_COEF, vf_coef=VF_COEF, max_grad_norm=MAX_GRAD_NORM,
+                     num_minibatches=NUM_MINIBATCHES, update_epochs=UPDATE_EPOCHS)  # fmt: skip
+    return run_lstm(total, threads, seed, num_envs=NUM_ENVS, num_steps=NUM_STEPS,
+                    hidden=LSTM_HIDDEN, coefs=coefs, warmup_iters=WARMUP_ITERS)  # fmt: skip
 
 
 def run_worker(args: argparse.Namespace) -> None:

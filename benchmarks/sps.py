@@ -18,9 +18,10 @@ Implementations:
 - ``rlperf``: ``rlperf.ppo.Trainer`` (default config, sized by ``--configs``), cumulative SPS
   after its warm-up iterations;
 - ``rlperf-autograd``: the same with ``analytic=False`` (autograd for the update);
-- ``cleanrl``: CleanRL ``ppo.py``'s loop, written out below as it is there (``Agent`` of two
-  ``nn.Sequential``, ``Categorical``, a Python GAE loop in torch, index-gathered minibatches,
-  ``clip_grad_norm_``, ``.item()`` per minibatch) on gymnasium's native vector CartPole;
+- ``cleanrl``: CleanRL ``ppo.py``'s loop, written out as it is there in ``rlperf.bench.cleanrl``
+  (``Agent`` of two ``nn.Sequential``, ``Categorical``, a Python GAE loop in torch,
+  index-gathered minibatches, ``clip_grad_norm_``, ``.item()`` per minibatch; the loop
+  ``lstm_sps.py``'s ``cleanrl`` runs too) on gymnasium's native vector CartPole;
 - ``floor``: the "eager-pieces floor": each piece timed alone in plain eager PyTorch and the
   times added up (native vector CartPole step, actor+critic forward with sampling, and
   update_epochs x num_minibatches full minibatch updates: forward, loss, backward, clip, Adam).
@@ -36,6 +37,7 @@ import statistics
 import sys
 import time
 
+from rlperf.bench.cleanrl import CLEANRL_PPO, Minibatch, minibatch_update, mlp_agent, run_mlp
 from rlperf.bench.harness import Implementation, compare, paired_ratios, spread
 
 WARMUP_ITERS = 2
@@ -70,151 +72,6 @@ def worker_rlperf(num_envs: int, num_steps: int, total: int, threads: int, fast:
     return {"sps": summary["sps_cumulative"], "sections": summary["sections"]}
 
 
-def _cleanrl_agent(obs_dim: int, n_actions: int):  # noqa: ANN202 - local factory
-    import numpy as np
-    import torch
-    from torch import nn
-    from torch.distributions.categorical import Categorical
-
-    def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0):
-        torch.nn.init.orthogonal_(layer.weight, std)
-        torch.nn.init.constant_(layer.bias, bias_const)
-        return layer
-
-    class Agent(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.critic = nn.Sequential(
-                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-                layer_init(nn.Linear(64, 64)), nn.Tanh(),
-                layer_init(nn.Linear(64, 1), std=1.0),
-            )  # fmt: skip
-            self.actor = nn.Sequential(
-                layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-                layer_init(nn.Linear(64, 64)), nn.Tanh(),
-                layer_init(nn.Linear(64, n_actions), std=0.01),
-            )  # fmt: skip
-
-        def get_value(self, x):  # noqa: ANN001, ANN202
-            return self.critic(x)
-
-        def get_action_and_value(self, x, action=None):  # noqa: ANN001, ANN202
-            logits = self.actor(x)
-            probs = Categorical(logits=logits)
-            if action is None:
-                action = probs.sample()
-            return action, probs.log_prob(action), probs.entropy(), self.critic(x)
-
-    return Agent()
-
-
-def _cleanrl_minibatch_update(agent, optimizer, mb, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5):  # noqa: ANN001, ANN201
-    """One CleanRL minibatch update (ppo.py, norm_adv and clip_vloss on)."""
-    import torch
-    from torch import nn
-
-    obs, actions, logprobs, advantages, returns, values = mb
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions.long())
-    logratio = newlogprob - logprobs
-    ratio = logratio.exp()
-    with torch.no_grad():
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-    newvalue = newvalue.view(-1)
-    v_loss_unclipped = (newvalue - returns) ** 2
-    v_clipped = values + torch.clamp(newvalue - values, -clip_coef, clip_coef)
-    v_loss_clipped = (v_clipped - returns) ** 2
-    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-    loss = pg_loss - ent_coef * entropy.mean() + v_loss * vf_coef
-    optimizer.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
-    optimizer.step()
-    return approx_kl, clipfrac
-
-
-def worker_cleanrl(num_envs: int, num_steps: int, total: int, threads: int) -> dict:
-    import gymnasium as gym
-    import numpy as np
-    import torch
-
-    torch.set_num_threads(threads)
-    torch.manual_seed(1)
-    np.random.seed(1)
-    envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
-    agent = _cleanrl_agent(4, 2)
-    lr = 2.5e-4
-    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
-    obs = torch.zeros((num_steps, num_envs, 4))
-    actions = torch.zeros((num_steps, num_envs))
-    logprobs = torch.zeros((num_steps, num_envs))
-    rewards = torch.zeros((num_steps, num_envs))
-    dones = torch.zeros((num_steps, num_envs))
-    values = torch.zeros((num_steps, num_envs))
-    batch_size = num_envs * num_steps
-    minibatch_size = batch_size // 4
-    iterations = total // batch_size
-    next_obs, _ = envs.reset(seed=1)
-    next_obs = torch.Tensor(next_obs)
-    next_done = torch.zeros(num_envs)
-    gamma, gae_lambda = 0.99, 0.95
-    t_start = steps_start = None
-    global_step = 0
-    for iteration in range(1, iterations + 1):
-        if iteration == WARMUP_ITERS + 1:
-            t_start, steps_start = time.perf_counter(), global_step
-        optimizer.param_groups[0]["lr"] = (1.0 - (iteration - 1.0) / iterations) * lr
-        for step in range(num_steps):
-            global_step += num_envs
-            obs[step] = next_obs
-            dones[step] = next_done
-            with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
-                values[step] = value.flatten()
-            actions[step] = action
-            logprobs[step] = logprob
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            next_done = np.logical_or(terminations, truncations)
-            rewards[step] = torch.tensor(reward).view(-1)
-            next_obs, next_done = torch.Tensor(next_obs), torch.Tensor(next_done)
-        with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages = torch.zeros_like(rewards)
-            lastgaelam = 0
-            for t in reversed(range(num_steps)):
-                if t == num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
-                else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = (
-                    delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-                )
-            returns = advantages + values
-        b_obs = obs.reshape((-1, 4))
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
-        b_inds = np.arange(batch_size)
-        for _epoch in range(4):
-            np.random.shuffle(b_inds)
-            for start in range(0, batch_size, minibatch_size):
-                mb_inds = b_inds[start : start + minibatch_size]
-                mb = (b_obs[mb_inds], b_actions[mb_inds], b_logprobs[mb_inds],
-                      b_advantages[mb_inds], b_returns[mb_inds], b_values[mb_inds])  # fmt: skip
-                _cleanrl_minibatch_update(agent, optimizer, mb)
-    elapsed = time.perf_counter() - t_start
-    return {"sps": (global_step - steps_start) / elapsed}
-
-
 def worker_floor(num_envs: int, num_steps: int, total: int, threads: int) -> dict:
     import gymnasium as gym
     import numpy as np
@@ -224,8 +81,8 @@ def worker_floor(num_envs: int, num_steps: int, total: int, threads: int) -> dic
     torch.manual_seed(1)
     envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point")
     envs.reset(seed=1)
-    agent = _cleanrl_agent(4, 2)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
+    agent = mlp_agent(4, 2)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=CLEANRL_PPO.learning_rate, eps=1e-5)
     rng = np.random.default_rng(1)
     reps = max(total // (num_envs * num_steps), 10) * num_steps
 
@@ -251,11 +108,12 @@ def worker_floor(num_envs: int, num_steps: int, total: int, threads: int) -> dic
             agent.get_action_and_value(obs)
 
     mbs = (num_envs * num_steps) // 4
-    mb = (torch.randn(mbs, 4), torch.randint(0, 2, (mbs,)).float(), torch.randn(mbs) * 0.1 - 0.7,
-          torch.randn(mbs), torch.randn(mbs), torch.randn(mbs))  # fmt: skip
+    mb = Minibatch(torch.randn(mbs, 4), torch.randint(0, 2, (mbs,)).float(),
+                   torch.randn(mbs) * 0.1 - 0.7, torch.randn(mbs), torch.randn(mbs),
+                   torch.randn(mbs))  # fmt: skip
 
     def update() -> None:
-        _cleanrl_minibatch_update(agent, optimizer, mb)
+        minibatch_update(agent, optimizer, mb)
 
     env_s = timed(env_step, reps)
     fwd_s = timed(forward, reps)
@@ -278,7 +136,7 @@ def implementations(impls: list[str], config: str, total: int, threads: int,
         "rlperf": (worker_rlperf, {"fast": True}),
         "rlperf-base": (worker_rlperf, {"fast": True}),
         "rlperf-autograd": (worker_rlperf, {"fast": False}),
-        "cleanrl": (worker_cleanrl, {}),
+        "cleanrl": (run_mlp, {"warmup_iters": WARMUP_ITERS}),
         "floor": (worker_floor, {}),
     }
     unknown = [impl for impl in impls if impl not in workers]
