@@ -44,11 +44,13 @@ class _CaseBenchmark:
     param_names = ["case"]
     timer = time.process_time
     timeout = 120
-    # Medians over 10 samples in each of 2 processes. asv_runner (0.6.6 here) times one call a
-    # sample when a class has a setup hook (its auto ``number`` resolves to 1, and an explicit
-    # number > 1 re-runs setup between the calls), so a component sample is one call.
-    rounds = 2
-    repeat = (10, 10, 10.0)
+    # Medians over 15 samples in one process. asv_runner (0.6.6 here) times one call a sample
+    # when a class has a setup hook (its auto ``number`` resolves to 1, and an explicit
+    # number > 1 re-runs setup between the calls), so a component sample is one call. One round:
+    # a second process per case doubled the run (2 min 54 s against 1 min 45 s, idle box) and,
+    # the two rounds minutes apart, measured the box's drift between them, not the commit.
+    rounds = 1
+    repeat = (15, 15, 10.0)
     sample_time = 0.05
     warmup_time = 0.2
 
@@ -80,10 +82,11 @@ for _component in dict.fromkeys(c.component for c in HISTORY if c.component not 
 class TimeTrain(_CaseBenchmark):
     """End to end: each workload's e2e case, the real trainer for a fixed number of env steps
     (0.03-0.17 s of CPU a call). One call a sample: ``number = 4`` made asv re-run the setup
-    (a new trainer) before each call, timing first calls (docs/benchmarks.md)."""
+    (a new trainer) before each call, timing first calls (docs/benchmarks.md). 20-25 samples
+    in one process, taken within a few seconds."""
 
     params = [[w.e2e.name for w in registry.workloads()]]
     number = 1
-    rounds = 2
-    repeat = (10, 15, 10.0)
+    rounds = 1
+    repeat = (20, 25, 10.0)
     warmup_time = 0.5
