@@ -61,6 +61,7 @@ def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
         "num_workers": 2,
         "env_batch_size": 0,
         "oversubscribe": False,
+        "inline_worker": False,
         "pin_workers": False,
     }
     assert config["policy"]["kind"] == "mlp"
@@ -157,6 +158,7 @@ BAD_TRAIN_ARGS = [
     (["--vec-backend", "threads"], "--vec-backend must be one of serial, multiprocess"),
     (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
     (["--pin-workers"], "--pin-workers needs --vec-backend multiprocess"),
+    (["--inline-worker"], "--inline-worker needs --vec-backend multiprocess"),
     (
         [
             "--vec-backend",

@@ -87,6 +87,12 @@ class EnvConfig:
         "allow more env workers, or --nproc ranks, than this machine's cores (CUDA ranks: "
         "GPUs); they will share them",
     )
+    inline_worker: bool = _f(
+        False,
+        "multiprocess: the trainer's process is worker 0 and steps its share of the envs "
+        "while the other workers step theirs (num_workers - 1 processes are started); on few "
+        "cores a synchronous trainer otherwise sleeps through the step (docs/workers.md)",
+    )
     pin_workers: bool = _f(
         False,
         "multiprocess, Linux: pin env worker w to the w-th core this process may use, so the "
@@ -108,6 +114,8 @@ class EnvConfig:
                 )
             if self.pin_workers:
                 raise ConfigError("--pin-workers needs --vec-backend multiprocess")
+            if self.inline_worker:
+                raise ConfigError("--inline-worker needs --vec-backend multiprocess")
             return
         cores = os.cpu_count() or 1
         if self.num_workers < 1:

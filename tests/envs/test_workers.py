@@ -365,3 +365,75 @@ def test_ctrl_c_closes_every_worker(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- the inline worker: worker 0 in the trainer's process -------------------------------------
+@pytest.mark.parametrize("name", ["cartpole", "grid", "gym:CartPole-v1"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_inline_worker_equals_serial_shards_bit_for_bit(name, workers):
+    num_envs, options = ENVS[name]
+    env = MultiprocessVecEnv(name, num_envs, workers, seed=SEED, options=options, inline=True)
+    ref = ShardedSerial(name, num_envs, workers, options)
+    try:
+        assert len(env.pids) == workers - 1  # worker 0 is this process
+        obs, _ = env.reset(seed=SEED)
+        w_obs, w_mask = ref.reset(SEED)
+        np.testing.assert_array_equal(obs, w_obs)
+        rng, episodes_ended = np.random.default_rng(0), 0
+        for t in range(STEPS):
+            actions = random_actions(env, w_mask, rng)
+            want = ref.step(actions)
+            episodes_ended += check_step(t, env.step(actions), want)
+            w_mask = want[5]
+        assert episodes_ended, "no episode ended: the final-obs path went untested"
+        assert env.worker_times()[0]["busy_s"] > 0
+    finally:
+        env.close()
+
+
+def test_inline_worker_state_teacher_and_async():
+    num_envs, options = ENVS["grid"]
+    env = MultiprocessVecEnv("grid", num_envs, 2, seed=SEED, options=options, inline=True)
+    ref = ShardedSerial("grid", num_envs, 2, options)
+    try:
+        obs, _ = env.reset(seed=SEED)
+        ref.reset(SEED)
+        saved = env.get_state()
+        teacher = env.make_teacher()
+        first = []
+        for t in range(8):
+            actions = teacher(obs)
+            np.testing.assert_array_equal(actions, ref.teacher(), err_msg=f"step {t}")
+            first.append(actions)
+            obs = env.step(actions)[0].copy()
+            ref.step(actions)
+        env.set_state(saved)
+        again = [env.step(a)[0].copy() for a in first]
+        np.testing.assert_array_equal(again[-1], obs)
+    finally:
+        env.close()
+    env = MultiprocessVecEnv("cartpole", 8, 4, batch_size=4, seed=SEED, inline=True)
+    try:
+        env.async_reset(seed=SEED)
+        seen = np.zeros(8, int)
+        for _ in range(20):
+            obs, *_, env_ids = env.recv()
+            seen[env_ids] += 1
+            env.send((obs[:, 2] > 0).astype(np.int64))
+        assert seen.sum() == 80 and seen.min() > 0
+    finally:
+        env.close()
+
+
+def test_a_raising_inline_env_names_worker_zero(failing_env):
+    # fail_seed SEED: the first share (seeded SEED) fails, and it is the inline one.
+    env = MultiprocessVecEnv(failing_env, 4, 2, seed=SEED, options={"fail_seed": SEED},
+                             inline=True)  # fmt: skip
+    pids = env.pids
+    with pytest.raises(WorkerError) as caught:
+        for _ in range(5):
+            env.step(np.zeros(4, np.int64))
+    message = str(caught.value)
+    assert "worker 0 (inline, envs 0..1 of failing_cartpole)" in message
+    assert "RuntimeError: boom at step 3" in message and "\n" not in message
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)

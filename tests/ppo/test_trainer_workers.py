@@ -69,6 +69,24 @@ def test_sync_workers_train_exactly_as_the_serial_backend(tmp_path: Path) -> Non
     assert len(times) == 2 and all(t["busy_s"] > 0 and t["idle_s"] >= 0 for t in times)
 
 
+def test_an_inline_worker_trains_exactly_as_the_serial_backend(tmp_path: Path) -> None:
+    """Worker 0 in the trainer's process changes where a share steps, not what it computes."""
+    gym = {"env__env": "gym:CartPole-v1"}
+    train(config(3, **gym), tmp_path / "serial")
+    trainer, multi = train(config(3, **gym, **workers(2), env__inline_worker=True),
+                           tmp_path / "inline")  # fmt: skip
+    assert metrics(tmp_path / "inline") == metrics(tmp_path / "serial")
+    assert len(multi["env_workers"]) == 2 and multi["env_workers"][0]["busy_s"] > 0
+
+
+def test_a_run_with_an_inline_worker_resumes_exactly(tmp_path: Path) -> None:
+    overrides = {**workers(2), "env__inline_worker": True, "run__checkpoint_every": 2}
+    train(config(4, **overrides), tmp_path / "straight")
+    interrupt_after_iteration_2(overrides, tmp_path / "resumed")
+    assert main(["train", "--resume", str(tmp_path / "resumed")]) == 0
+    assert metrics(tmp_path / "resumed") == metrics(tmp_path / "straight")
+
+
 def interrupt_after_iteration_2(overrides: dict, run_dir: Path) -> None:
     interrupted = Trainer(config(4, **overrides), profiler=Profiler())
 

@@ -33,4 +33,5 @@ def make_env(cfg: EnvConfig, seed: int | None) -> VectorEnv:
         seed=seed,
         options=cfg.options,
         pin_cores=cfg.pin_workers,
+        inline=cfg.inline_worker,
     )

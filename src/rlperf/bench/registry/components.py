@@ -25,16 +25,23 @@ def _env_step(env: str, num_envs: int) -> Prepared:
     return Prepared(lambda: vec.step(actions), rows, "env_steps")
 
 
-def _env_step_workers(env: str, num_envs: int, workers: int, batch: int) -> Prepared:
+def _env_step_workers(
+    env: str, num_envs: int, workers: int, batch: int, inline: bool = False
+) -> Prepared:
     """The multiprocess backend (``envs/workers/``): a synchronous step of every env when
-    ``batch == num_envs``, else one asynchronous recv of ``batch`` envs and the send back."""
+    ``batch == num_envs``, else one asynchronous recv of ``batch`` envs and the send back;
+    ``inline``: worker 0 in the timing process (``--inline-worker``)."""
     import numpy as np
 
     try:
         from rlperf.envs.workers import MultiprocessVecEnv
     except ImportError as e:
         raise CaseSkipped("this commit has no env workers (rlperf.envs.workers)") from e
-    vec = MultiprocessVecEnv(env, num_envs, workers, batch_size=batch, seed=SEED)
+    extra = {"inline": True} if inline else {}  # commits before the inline worker lack it
+    try:
+        vec = MultiprocessVecEnv(env, num_envs, workers, batch_size=batch, seed=SEED, **extra)
+    except TypeError as e:
+        raise CaseSkipped("this commit's env workers have no inline worker") from e
     vec.single_action_space.seed(SEED)
     actions = np.stack([vec.single_action_space.sample() for _ in range(vec.num_envs)])
     if batch == num_envs:
@@ -290,6 +297,9 @@ def cases() -> list[Case]:
     for env, n, batch in (("gym:CartPole-v1", 64, 64), ("gym:CartPole-v1", 64, 32),
                           ("grid", 16, 16), ("grid", 16, 8)):  # fmt: skip
         params = {"env": env, "num_envs": n, "workers": 2, "batch": batch}
+        out.append(Case("env_step_workers", params, _env_step_workers))
+    for env, n in (("gym:CartPole-v1", 64), ("grid", 16)):
+        params = {"env": env, "num_envs": n, "workers": 2, "batch": n, "inline": True}
         out.append(Case("env_step_workers", params, _env_step_workers))
     for direction in ("d2h", "h2d"):
         for memory in ("pageable", "pinned"):

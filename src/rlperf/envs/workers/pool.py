@@ -125,6 +125,12 @@ class MultiprocessVecEnv(VectorEnv):
             the OS has no ``sched_setaffinity``). Pinned, two workers on 2 cores stepped
             5-18% more envs a second (medians) than left to the scheduler; a pinned worker
             cannot move to an idle core when its own is busy (docs/workers.md).
+        inline: worker 0 runs in this process: ``num_workers - 1`` processes are started,
+            and each command is executed on worker 0's share right after the other workers
+            were signalled, while they execute theirs. A synchronous trainer otherwise sleeps
+            through the step with a core idle; inline, it steps a share on that core and pays
+            one process wake-up fewer (docs/workers.md, "Inline worker"). Same rows, seeds and
+            results as ``inline=False``; an error in its envs is reported as a worker's.
 
     Attributes:
         num_envs: rows (the grid: agents), as every rlperf vector env counts them.
@@ -143,6 +149,7 @@ class MultiprocessVecEnv(VectorEnv):
         options: dict[str, Any] | None = None,
         spin_us: float = DEFAULT_SPIN_US,
         pin_cores: bool = False,
+        inline: bool = False,
     ) -> None:
         check_env_name(env_name)
         options = dict(options or {})
@@ -175,14 +182,19 @@ class MultiprocessVecEnv(VectorEnv):
         can_pin = pin_cores and hasattr(os, "sched_getaffinity")
         self._cores = sorted(os.sched_getaffinity(0)) if can_pin else []
 
+        # One slot per worker; an inline worker 0 has None for its process and pipes.
         self._processes: list[Any] = []
-        self._commands: list[Connection] = []
-        self._results: list[Connection] = []
-        self._controls: list[Connection] = []
+        self._commands: list[Any] = []
+        self._results: list[Any] = []
+        self._controls: list[Any] = []
         self._closed = False
+        self._local: worker.WorkerLoop | None = None  # worker 0 when inline
+        self._local_code = worker.DONE
         self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._commands,
                                            self._results, self._controls)  # fmt: skip
-        for w in range(num_workers):
+        if inline:
+            self._start_inline(layout, options)
+        for w in range(1 if inline else 0, num_workers):
             self._start_worker(ctx, w, layout, options)
         self._await_ready()
         self._sent = np.zeros(num_workers, dtype=np.int64)  # last command number per worker
@@ -194,12 +206,9 @@ class MultiprocessVecEnv(VectorEnv):
         self.reset(seed=seed)
 
     # -- processes -----------------------------------------------------------------------
-    def _start_worker(self, ctx: Any, w: int, layout: Any, options: dict[str, Any]) -> None:
-        commands_r, commands_w = ctx.Pipe(duplex=False)
-        results_r, results_w = ctx.Pipe(duplex=False)
-        control, control_child = ctx.Pipe()
+    def _worker_args(self, w: int, layout: Any, options: dict[str, Any], **ends: Any) -> Any:
         lo = w * self.rows_per_worker
-        args = worker.WorkerArgs(
+        return worker.WorkerArgs(
             index=w,
             env_name=self.env_name,
             factory=factory_of(self.env_name),
@@ -208,12 +217,32 @@ class MultiprocessVecEnv(VectorEnv):
             options=options,
             layout=layout,
             buffer=self._buffer,
-            commands=commands_r,
-            results=results_w,
-            control=control_child,
             spin_s=self._spin_s,
-            core=self._cores[w % len(self._cores)] if self._cores else None,
+            **ends,
         )
+
+    def _start_inline(self, layout: Any, options: dict[str, Any]) -> None:
+        """Worker 0 in this process: no pipes, no process; the lists keep its slot (None) so
+        that every index is a worker's."""
+        parent_end, worker_end = worker.local_control_pair()
+        args = self._worker_args(0, layout, options, commands=None, results=None,
+                                 control=worker_end)  # fmt: skip
+        self._processes.append(None)
+        self._commands.append(None)
+        self._results.append(None)
+        self._controls.append(parent_end)
+        try:
+            self._local = worker.WorkerLoop(args, self._views)
+        except Exception as e:  # the env could not be built: reported as a worker's would be
+            self._fail(0, worker.describe_error(e), "building the env")
+
+    def _start_worker(self, ctx: Any, w: int, layout: Any, options: dict[str, Any]) -> None:
+        commands_r, commands_w = ctx.Pipe(duplex=False)
+        results_r, results_w = ctx.Pipe(duplex=False)
+        control, control_child = ctx.Pipe()
+        core = self._cores[w % len(self._cores)] if self._cores else None
+        args = self._worker_args(w, layout, options, commands=commands_r, results=results_w,
+                                 control=control_child, core=core)  # fmt: skip
         process = ctx.Process(target=worker.run, args=(args,), name=f"rlperf-env-worker-{w}")
         process.daemon = True
         process.start()
@@ -225,8 +254,13 @@ class MultiprocessVecEnv(VectorEnv):
         self._results.append(results_r)
         self._controls.append(control)
 
+    @property
+    def _remote(self) -> list[int]:
+        """The workers that are processes (all but worker 0 when inline)."""
+        return list(range(0 if self._local is None else 1, self.num_workers))
+
     def _await_ready(self) -> None:
-        waiting = set(range(self.num_workers))
+        waiting = set(self._remote)
         deadline = time.monotonic() + START_TIMEOUT_S
         while waiting:
             objects = [self._controls[w] for w in waiting]
@@ -236,7 +270,10 @@ class MultiprocessVecEnv(VectorEnv):
                 raise WorkerError(f"env workers did not start within {START_TIMEOUT_S:.0f} s")
             for w in sorted(waiting):
                 if self._controls[w].poll():
-                    error = self._controls[w].recv()
+                    try:
+                        error = self._controls[w].recv()
+                    except EOFError:  # it died before saying whether its env was built
+                        self._fail_dead(w)
                     if error is not None:
                         self._fail(w, error, "building the env")
                     waiting.discard(w)
@@ -245,7 +282,9 @@ class MultiprocessVecEnv(VectorEnv):
 
     def _describe(self, w: int) -> str:
         lo = w * self.envs_per_worker
-        return f"env worker {w} (envs {lo}..{lo + self.envs_per_worker - 1} of {self.env_name})"
+        where = "inline, " if w == 0 and self._local is not None else ""
+        envs = f"envs {lo}..{lo + self.envs_per_worker - 1} of {self.env_name}"
+        return f"env worker {w} ({where}{envs})"
 
     def _fail(self, w: int, error: dict[str, str], doing: str) -> None:
         self.close()
@@ -264,19 +303,28 @@ class MultiprocessVecEnv(VectorEnv):
 
     # -- signalling ----------------------------------------------------------------------
     def _signal(self, workers: list[int], command: int) -> None:
+        local = self._local is not None and 0 in workers
         for w in workers:
             self._command[w] = command
             self._sent[w] += 1
             self._command_seq[w] = self._sent[w]  # before the byte (see worker.py)
+            if w == 0 and local:
+                continue
             try:
                 os.write(self._commands[w].fileno(), b"c")
             except OSError:  # EPIPE: the worker is gone
                 self._fail_dead(w)
         self._in_flight.extend(workers)
+        if local:  # the others are at work: step the inline share meanwhile
+            self._local_code = cast(worker.WorkerLoop, self._local).execute_inline(command)
+            self._done_seq[0] = self._sent[0]
 
     def _consume(self, w: int, doing: str) -> None:
         """Read worker ``w``'s result byte (there, or on its way) and check it."""
-        code = os.read(self._results[w].fileno(), 1)
+        if w == 0 and self._local is not None:
+            code = self._local_code
+        else:
+            code = os.read(self._results[w].fileno(), 1)
         if code == worker.FAILED:
             self._fail(w, self._controls[w].recv(), doing)
         if not code:
@@ -476,7 +524,8 @@ class MultiprocessVecEnv(VectorEnv):
     # -- lifetime ------------------------------------------------------------------------
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self._processes]
+        """The worker processes' ids (not this process's, for an inline worker 0)."""
+        return [p.pid for p in self._processes if p is not None]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -488,6 +537,8 @@ class MultiprocessVecEnv(VectorEnv):
             return
         self._closed = True
         self._finalizer()
+        if self._local is not None:
+            self._local.env.close()
 
 
 class WorkersTeacher:
@@ -520,7 +571,12 @@ def check_worker_sizes(num_envs: int, num_workers: int, batch_size: int) -> None
 
 def _shutdown(processes: list[Any], commands: list[Connection], results: list[Connection],
               controls: list[Connection]) -> None:  # fmt: skip
-    """Close the command pipes (each worker reads end-of-file and exits), then make sure."""
+    """Close the command pipes (each worker reads end-of-file and exits), then make sure.
+    An inline worker's slots hold None (and a control that needs no closing)."""
+    processes = [p for p in processes if p is not None]
+    commands = [c for c in commands if c is not None]
+    results = [c for c in results if c is not None]
+    controls = [c for c in controls if isinstance(c, Connection)]
     for conn in commands:
         conn.close()
     deadline = time.monotonic() + JOIN_TIMEOUT_S

@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -54,6 +55,31 @@ class WorkerArgs:
     control: Connection  # duplex: payloads of rare commands, errors
     spin_s: float
     core: int | None = None  # the core to pin this worker to (None: the scheduler chooses)
+
+
+class LocalControl:
+    """One end of an in-process control channel with the :class:`Connection` methods the loop
+    uses (``send``/``recv``/``poll``): the inline worker's (``MultiprocessVecEnv(inline=True)``),
+    whose payloads must not go through a socket that one thread would both fill and drain."""
+
+    def __init__(self, inbox: deque[Any], outbox: deque[Any]) -> None:
+        self._inbox, self._outbox = inbox, outbox
+
+    def send(self, obj: Any) -> None:
+        self._outbox.append(obj)
+
+    def recv(self) -> Any:
+        return self._inbox.popleft()
+
+    def poll(self) -> bool:
+        return bool(self._inbox)
+
+
+def local_control_pair() -> tuple[LocalControl, LocalControl]:
+    """The parent's and the inline worker's ends of one in-process control channel."""
+    to_worker: deque[Any] = deque()
+    to_parent: deque[Any] = deque()
+    return LocalControl(to_parent, to_worker), LocalControl(to_worker, to_parent)
 
 
 def describe_error(error: BaseException) -> dict[str, str]:
@@ -178,7 +204,21 @@ class WorkerLoop:
                 break
         self.env.close()
 
-    def _execute(self, command: int, control: Connection) -> None:
+    def execute_inline(self, command: int) -> bytes:
+        """Run one command in the caller's process (the inline worker): the same work and the
+        same busy-time accounting as :meth:`run`, the result code returned instead of written
+        (an env error is sent on the control channel, as a process worker's is)."""
+        control, start = self.args.control, time.perf_counter()
+        try:
+            self._execute(command, control)
+            code = DONE
+        except Exception as e:
+            control.send(describe_error(e))
+            code = FAILED
+        self.busy_s[0] += time.perf_counter() - start
+        return code
+
+    def _execute(self, command: int, control: Any) -> None:
         if command == STEP:
             self._write(*self.env.step(self.actions))
         elif command == RESET:
