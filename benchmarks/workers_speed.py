@@ -8,7 +8,8 @@ rounds (one timing of each per round), medians [min-max] and paired ratios per r
   ``AsyncVectorEnv(shared_memory=True)`` (one process per env, as it is designed), gymnasium's
   ``SyncVectorEnv`` and rlperf's serial backend.
 - A heavy env, where a worker's share costs over 1 ms a step: the grid at 4096 agent rows
-  (256 maps) and ``gym:CartPole-v1`` at 256 envs, serial against 2 workers.
+  (256 maps) and ``gym:CartPole-v1`` at 256 envs, serial against 2 workers (processes, pinned,
+  and inline: worker 0 in the timing process, ``--inline-worker``).
 
 The peers are benchmark-only dependencies, installed by hand (no extra: see pyproject.toml)::
 
@@ -62,10 +63,13 @@ def random_actions(num_envs: int, choices: int, dtype: Any = np.int64) -> np.nda
 
 
 def rlperf_multiprocess(env_name: str, num_envs: int, workers: int, choices: int,
-                        pin: bool = False, **options: Any) -> Contender:  # fmt: skip
-    env = MultiprocessVecEnv(env_name, num_envs, workers, seed=1, options=options, pin_cores=pin)
-    return Contender(f"rlperf multiprocess {workers}w{' pinned' if pin else ''}", env.num_envs,
-                     env.step, env.close, random_actions(env.num_envs, choices))  # fmt: skip
+                        pin: bool = False, inline: bool = False,
+                        **options: Any) -> Contender:  # fmt: skip
+    env = MultiprocessVecEnv(env_name, num_envs, workers, seed=1, options=options, pin_cores=pin,
+                             inline=inline)  # fmt: skip
+    how = " pinned" if pin else " inline" if inline else ""
+    return Contender(f"rlperf multiprocess {workers}w{how}", env.num_envs, env.step, env.close,
+                     random_actions(env.num_envs, choices))  # fmt: skip
 
 
 def rlperf_serial(env_name: str, num_envs: int, choices: int, **options: Any) -> Contender:
@@ -152,6 +156,7 @@ def main() -> None:
             [
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, pin=True),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True),
                 lambda: pufferlib_multiprocessing(64, w),
                 lambda: gymnasium_vector(64, "async"),
                 lambda: gymnasium_vector(64, "sync"),
@@ -167,6 +172,7 @@ def main() -> None:
             [
                 lambda: rlperf_multiprocess("grid", 256, w, 5),
                 lambda: rlperf_multiprocess("grid", 256, w, 5, pin=True),
+                lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True),
                 lambda: rlperf_serial("grid", 256, 5),
             ],
             args.rounds,
@@ -177,6 +183,7 @@ def main() -> None:
             [
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, pin=True),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, inline=True),
                 lambda: rlperf_serial("gym:CartPole-v1", 256, 2),
             ],
             args.rounds,
