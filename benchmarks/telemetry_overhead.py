@@ -83,6 +83,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="rounds of three blocks")
     parser.add_argument("--block-iters", type=int, default=25, help="iterations per block")
     parser.add_argument("--threads", type=int, help="torch threads (default: the config's)")
+    parser.add_argument(
+        "--refresh-s",
+        type=float,
+        help="least seconds between two redraws (default: the Dashboard's)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
 
@@ -105,7 +110,8 @@ def main() -> None:
         sampler = threading.Thread(target=sample_when_on, daemon=True)
         sampler.start()
         console = Console(file=null, force_terminal=True, width=120, height=50)
-        with Dashboard.for_trainer(trainer, telemetry, console=console) as dashboard:
+        refresh = {} if args.refresh_s is None else {"refresh_s": args.refresh_s}
+        with Dashboard.for_trainer(trainer, telemetry, console=console, **refresh) as dashboard:
             blocks = Blocks(args.rounds, args.block_iters, dashboard, gate)
             trainer.callbacks.append(blocks)
             trainer.train()
@@ -130,7 +136,8 @@ def main() -> None:
     dashboard_share = [100 * d / s for d, s in zip(blocks.dashboard_s, dash_blocks, strict=True)]
     print(
         f"default CartPole config ({cfg.run.threads} threads), {args.rounds} rounds of three "
-        f"blocks of {args.block_iters} iterations ({steps:,} steps) in one run"
+        f"blocks of {args.block_iters} iterations ({steps:,} steps) in one run; dashboard "
+        f"redrawn at most every {dashboard.refresh_s:g} s"
     )
     for mode in MODES:
         print(f"  {mode:<10} {spread(sps[mode], '{:,.0f}')} SPS")
@@ -145,7 +152,8 @@ def main() -> None:
         figures = {"sps": sps, "telemetry_cost_pct": telemetry_cost,
                    "dashboard_cost_pct": dashboard_cost, "dashboard_share_pct": dashboard_share,
                    "sample_cpu_ms": sample_cpu_ms, "threads": cfg.run.threads,
-                   "block_iters": args.block_iters}  # fmt: skip
+                   "block_iters": args.block_iters,
+                   "refresh_s": dashboard.refresh_s}  # fmt: skip
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)
 
