@@ -25,10 +25,12 @@ import contextlib
 import datetime
 import itertools
 import os
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -43,6 +45,34 @@ class CollectiveError(RuntimeError):
     """A collective failed: a peer died, closed its connection or did not arrive in time. On a
     rank that did not fail first this is a consequence of another rank's failure, not its cause
     (gloo raises a plain RuntimeError for it, hence this type)."""
+
+
+class AllreduceClock:
+    """When this rank called each gradient all-reduce and when it returned, for the last
+    ``capacity`` calls (``time.monotonic_ns``: one clock for every process of a machine, so the
+    ranks' arrivals can be compared afterwards; ``profiling/rank_spread.py`` splits
+    ``update/allreduce`` into waiting for the last rank and the exchange itself).
+
+    Two preallocated int64 rings: recording is two stores a minibatch, nothing grows.
+    """
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self.arrive_ns = np.zeros(capacity, dtype=np.int64)
+        self.done_ns = np.zeros(capacity, dtype=np.int64)
+        self.calls = 0
+
+    def record(self, arrive_ns: int, done_ns: int) -> None:
+        i = self.calls % len(self.arrive_ns)
+        self.arrive_ns[i], self.done_ns[i] = arrive_ns, done_ns
+        self.calls += 1
+
+    def window(self) -> dict[str, Any]:
+        """The recorded calls in call order: ``{"first_call", "arrive_ns", "done_ns"}`` (lists;
+        ``first_call`` is the index of the window's first call since the start)."""
+        n = len(self.arrive_ns)
+        order = np.arange(max(self.calls - n, 0), self.calls) % n
+        return {"first_call": max(self.calls - n, 0), "arrive_ns": self.arrive_ns[order].tolist(),
+                "done_ns": self.done_ns[order].tolist()}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -82,6 +112,7 @@ class Ranks:
     local_rank: int = 0
     backend: str = "none"
     _objects: Any = None  # a gloo process group for Python objects (checkpoint parts)
+    clock: AllreduceClock = field(default_factory=lambda: AllreduceClock(capacity=1))
 
     @property
     def is_main(self) -> bool:
@@ -113,8 +144,10 @@ class Ranks:
 
     def _average_(self, grad: torch.Tensor) -> None:
         # SUM then one scale: gloo has no AVG op; the scale is one fused kernel.
+        arrive_ns = time.monotonic_ns()
         with _collective():
             dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        self.clock.record(arrive_ns, time.monotonic_ns())
         grad.mul_(1.0 / self.world_size)
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
@@ -185,7 +218,8 @@ def join(backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ran
         world_size=world_size, timeout=timeout,
     )  # fmt: skip
     objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
-    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects)
+    return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects,
+                 AllreduceClock())  # fmt: skip
 
 
 def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:

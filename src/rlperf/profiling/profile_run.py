@@ -19,6 +19,7 @@ rows plus ``untimed`` still add up to it.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import time
 from pathlib import Path
@@ -356,7 +357,9 @@ def _profile_rank(args: argparse.Namespace, ranks: Ranks) -> int:
         print("\nrlperf: interrupted before training started; nothing to report", file=sys.stderr)
         return EXIT_INTERRUPTED
     summary = {**summary, "wall_s": summary["wall_s"] + outside_ns / 1e9}
-    per_rank = ranks.gather({"wall_s": summary["wall_s"], "sections": summary["sections"]})
+    per_rank = ranks.gather({"wall_s": summary["wall_s"], "sections": summary["sections"],
+                             "host": socket.gethostname(),
+                             "allreduce_clock": ranks.clock.window()})  # fmt: skip
     if not ranks.is_main:
         return EXIT_OK
     _print_results(args, summary, captures, interrupted)
@@ -378,7 +381,10 @@ def _profile_rank(args: argparse.Namespace, ranks: Ranks) -> int:
         )
         report["interrupted"] = interrupted
         if ranks.distributed:
-            report["ranks"] = per_rank
+            rank_list = cast(list[dict[str, Any]], per_rank)
+            report["allreduce_split"] = rank_spread.allreduce_split(rank_list)
+            report["ranks"] = [{k: v for k, v in r.items() if k != "allreduce_clock"}
+                               for r in rank_list]  # fmt: skip
         report["run"]["instrumentation"] = captures.names
         print(f"\nreport: {write_report(args.out, report)}")
     if interrupted:

@@ -5,11 +5,19 @@ finish their own work (rollout, loss, backward) first and wait for it inside
 ``update/allreduce``. The rank with the least time in ``update/allreduce`` is therefore the one
 the run waits for; the spread of the other sections says why it is slower (its environments,
 its share of the cores).
+
+Where the ranks share a machine, their arrival times at each all-reduce (``AllreduceClock``, one
+monotonic clock for all processes of a machine) split ``update/allreduce`` exactly: the time a
+rank waited for the last one to arrive, and the exchange after everyone had. Which rank arrived
+last, call by call, says whether one rank is slow or the last place moves from call to call (a
+loaded machine's jitter, which no rank can be blamed for).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from rlperf.timing import names
 
@@ -46,6 +54,41 @@ def pacing_rank(per_rank: list[dict[str, Any]]) -> int:
     return waits.index(min(waits))
 
 
+# A rank that arrived last at more than this share of the all-reduces is the one others wait for.
+SLOW_RANK_SHARE = 0.6
+
+
+def allreduce_split(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``update/allreduce`` split into waiting and exchange, from each rank's arrival clock.
+
+    Args:
+        per_rank: as :func:`rank_rows`, each with ``"host"`` and ``"allreduce_clock"`` (an
+            ``AllreduceClock.window()``).
+
+    Returns:
+        ``{"calls", "wait_s", "exchange_s", "last_share"}`` (lists by rank: seconds waiting for
+        the last rank to arrive, seconds after all had arrived, the share of calls at which the
+        rank arrived last), or None where the clocks cannot be compared: ranks on several
+        machines, or no all-reduce recorded.
+    """
+    clocks = [r.get("allreduce_clock") for r in per_rank]
+    if any(c is None for c in clocks) or len({r.get("host") for r in per_rank}) != 1:
+        return None
+    windows = {(c["first_call"], len(c["arrive_ns"])) for c in clocks}  # type: ignore[index]
+    if len(windows) != 1 or not clocks[0]["arrive_ns"]:  # type: ignore[index]
+        return None
+    arrive = np.array([c["arrive_ns"] for c in clocks], dtype=np.int64)  # type: ignore[index]
+    done = np.array([c["done_ns"] for c in clocks], dtype=np.int64)  # type: ignore[index]
+    last = arrive.max(axis=0)
+    last_rank = arrive.argmax(axis=0)
+    return {
+        "calls": int(arrive.shape[1]),
+        "wait_s": ((last - arrive).sum(axis=1) / 1e9).tolist(),
+        "exchange_s": (np.clip(done - last, 0, None).sum(axis=1) / 1e9).tolist(),
+        "last_share": [float(np.mean(last_rank == r)) for r in range(len(per_rank))],
+    }
+
+
 def render(per_rank: list[dict[str, Any]]) -> str:
     """Text table: each rank's seconds and % of its wall time per section, and the spread."""
     ranks = range(len(per_rank))
@@ -64,8 +107,27 @@ def render(per_rank: list[dict[str, Any]]) -> str:
     lines.append(f"{'wall':<28}{walls}")
     pace = pacing_rank(per_rank)
     waits = ", ".join(f"{float(r['sections'].get(ALLREDUCE, 0.0)):.3f}" for r in per_rank)
-    lines.append(
-        f"rank {pace} sets the pace: it waits least in {ALLREDUCE} (s by rank: {waits}); "
-        "the others finish their own work first and wait for it there."
-    )
+    split = allreduce_split(per_rank)
+    if split is None or max(split["last_share"]) > SLOW_RANK_SHARE:
+        lines.append(
+            f"rank {pace} sets the pace: it waits least in {ALLREDUCE} (s by rank: {waits}); "
+            "the others finish their own work first and wait for it there."
+        )
+    if split is not None:
+        shares = ", ".join(f"rank {r} {100 * x:.0f}%" for r, x in enumerate(split["last_share"]))
+        if max(split["last_share"]) <= SLOW_RANK_SHARE:
+            lines.append(
+                f"no rank sets the pace: the last to arrive at an all-reduce changes from call to "
+                f"call ({shares}): the waits are the ranks' jitter, not one slow rank."
+            )
+        else:
+            lines.append(f"last to arrive: {shares}.")
+        for r, rank in enumerate(per_rank):
+            wall = rank["wall_s"]
+            wait, exchange = split["wait_s"][r], split["exchange_s"][r]
+            lines.append(
+                f"rank {r}: {ALLREDUCE} over the last {split['calls']} calls = waiting for the "
+                f"last rank {wait:.3f} s ({100 * wait / wall:.1f}% of wall) + exchange "
+                f"{exchange:.3f} s ({100 * exchange / wall:.1f}%)"
+            )
     return "\n".join(lines)

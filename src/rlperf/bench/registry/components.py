@@ -37,7 +37,8 @@ def _env_step_workers(
         from rlperf.envs.workers import MultiprocessVecEnv
     except ImportError as e:
         raise CaseSkipped("this commit has no env workers (rlperf.envs.workers)") from e
-    extra = {"inline": True} if inline else {}  # commits before the inline worker lack it
+    # Commits before the inline worker lack the argument.
+    extra: dict[str, Any] = {"inline": True} if inline else {}
     try:
         vec = MultiprocessVecEnv(env, num_envs, workers, batch_size=batch, seed=SEED, **extra)
     except TypeError as e:
