@@ -130,7 +130,9 @@ class MultiprocessVecEnv(VectorEnv):
             were signalled, while they execute theirs. A synchronous trainer otherwise sleeps
             through the step with a core idle; inline, it steps a share on that core and pays
             one process wake-up fewer (docs/workers.md, "Inline worker"). Same rows, seeds and
-            results as ``inline=False``; an error in its envs is reported as a worker's.
+            results as ``inline=False``; an error in its envs is reported as a worker's. Its
+            busy seconds are counted; its idle seconds stay 0 (between commands the trainer
+            is doing its own work, not waiting).
 
     Attributes:
         num_envs: rows (the grid: agents), as every rlperf vector env counts them.
@@ -516,7 +518,8 @@ class MultiprocessVecEnv(VectorEnv):
         return self._views["teacher"].copy()
 
     def worker_times(self) -> list[dict[str, float]]:
-        """Seconds each worker spent executing commands (busy) and waiting for them (idle)."""
+        """Seconds each worker spent executing commands (busy) and waiting for them (idle; 0
+        for an inline worker 0)."""
         v = self._views
         return [{"busy_s": float(v["busy_s"][w]), "idle_s": float(v["idle_s"][w])}
                 for w in range(self.num_workers)]  # fmt: skip
