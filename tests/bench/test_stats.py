@@ -281,6 +281,19 @@ def test_a_case_not_shown_slower_at_the_horizon_is_ok_when_its_median_is_within(
     assert verdict.decision != OK
 
 
+def test_a_median_above_the_limit_is_ok_at_the_horizon_when_the_interval_holds_one() -> None:
+    """No evidence of any change after the last round: ok, though the median landed above the
+    limit; rounds left, or an interval above 1, keep it undecided."""
+    rng = random.Random(4)
+    noisy = [rng.gauss(0.0, 0.05) + 0.01 for _ in range(25)]
+    closed = decide_family({"a": noisy}, 0.02, 0.95, 6, 25, close_at_horizon=True)["a"]
+    assert closed.ratio > 1.02 and closed.low <= 1.0
+    assert closed.decision == OK and "interval holds 1.00" in closed.reason
+    assert decide_family({"a": noisy}, 0.02, 0.95, 6, 25)["a"].decision == UNDECIDED
+    early = decide_family({"a": noisy[:20]}, 0.02, 0.95, 6, 25, close_at_horizon=True)["a"]
+    assert early.decision == UNDECIDED
+
+
 def gate_run_exit(rng: random.Random, shift: float, noise: float, close: bool) -> int:
     """Exit status of one synthetic run of the default set at the default settings: every case
     shifted by ``shift`` (log-ratio), Gaussian round noise, each case stopped once decided."""
