@@ -318,7 +318,7 @@ class MultiprocessVecEnv(VectorEnv):
                 self._fail_dead(w)
         self._in_flight.extend(workers)
         if local:  # the others are at work: step the inline share meanwhile
-            self._local_code = cast(worker.WorkerLoop, self._local).execute_inline(command)
+            self._local_code = cast(worker.WorkerLoop, self._local).execute(command)
             self._done_seq[0] = self._sent[0]
 
     def _consume(self, w: int, doing: str) -> None:

@@ -179,22 +179,15 @@ class WorkerLoop:
         return bool(os.read(self.args.commands.fileno(), 1))
 
     def run(self) -> None:
-        control, results_fd = self.args.control, self.args.results.fileno()
+        results_fd = self.args.results.fileno()
         seq, idle_start = 0, time.perf_counter()
         while True:
             seq += 1
             if not self._wait_command(seq):
                 break
-            start = time.perf_counter()
-            self.idle_s[0] += start - idle_start
-            try:
-                self._execute(int(self.command[0]), control)
-                code = DONE
-            except Exception as e:
-                control.send(describe_error(e))
-                code = FAILED
+            self.idle_s[0] += time.perf_counter() - idle_start
+            code = self.execute(int(self.command[0]))
             idle_start = time.perf_counter()
-            self.busy_s[0] += idle_start - start
             # Number first, then the byte: whoever wakes on the byte must see the number. (The
             # other order let the parent wake and spin on the number while this worker, which
             # had not yet stored it, waited for a core: milliseconds per step on 2 cores.)
@@ -204,10 +197,10 @@ class WorkerLoop:
                 break
         self.env.close()
 
-    def execute_inline(self, command: int) -> bytes:
-        """Run one command in the caller's process (the inline worker): the same work and the
-        same busy-time accounting as :meth:`run`, the result code returned instead of written
-        (an env error is sent on the control channel, as a process worker's is)."""
+    def execute(self, command: int) -> bytes:
+        """Run one command on this share and count its busy time; the result code (an env
+        error is sent on the control channel). :meth:`run` calls it for each command of a
+        process worker; the inline worker's parent calls it directly."""
         control, start = self.args.control, time.perf_counter()
         try:
             self._execute(command, control)
