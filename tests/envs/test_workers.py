@@ -105,24 +105,30 @@ def check_step(t, got, want):
     return bool(flags.any())
 
 
+def check_against_reference(env: MultiprocessVecEnv, ref: ShardedSerial) -> None:
+    """Reset both with SEED, then STEPS random steps: every output equal, step for step, and
+    at least one episode ended (so the final-obs path was compared too)."""
+    obs, infos = env.reset(seed=SEED)
+    w_obs, w_mask = ref.reset(SEED)
+    np.testing.assert_array_equal(obs, w_obs)
+    mask = read_action_mask(env, infos)
+    assert (mask is None) == (w_mask is None)
+    rng, episodes_ended = np.random.default_rng(0), 0
+    for t in range(STEPS):
+        actions = random_actions(env, w_mask, rng)
+        want = ref.step(actions)
+        episodes_ended += check_step(t, env.step(actions), want)
+        w_mask = want[5]
+    assert episodes_ended, "no episode ended: the final-obs path went untested"
+
+
 @pytest.mark.parametrize("name", list(ENVS))
 def test_sync_equals_serial_shards_bit_for_bit(name):
     num_envs, options = ENVS[name]
     env = MultiprocessVecEnv(name, num_envs, 2, seed=SEED, options=options)
     ref = ShardedSerial(name, num_envs, 2, options)
     try:
-        obs, infos = env.reset(seed=SEED)
-        w_obs, w_mask = ref.reset(SEED)
-        np.testing.assert_array_equal(obs, w_obs)
-        mask = read_action_mask(env, infos)
-        assert (mask is None) == (w_mask is None)
-        rng, episodes_ended = np.random.default_rng(0), 0
-        for t in range(STEPS):
-            actions = random_actions(env, w_mask, rng)
-            want = ref.step(actions)
-            episodes_ended += check_step(t, env.step(actions), want)
-            w_mask = want[5]
-        assert episodes_ended, "no episode ended: the final-obs path went untested"
+        check_against_reference(env, ref)
     finally:
         env.close()
 
@@ -376,16 +382,7 @@ def test_inline_worker_equals_serial_shards_bit_for_bit(name, workers):
     ref = ShardedSerial(name, num_envs, workers, options)
     try:
         assert len(env.pids) == workers - 1  # worker 0 is this process
-        obs, _ = env.reset(seed=SEED)
-        w_obs, w_mask = ref.reset(SEED)
-        np.testing.assert_array_equal(obs, w_obs)
-        rng, episodes_ended = np.random.default_rng(0), 0
-        for t in range(STEPS):
-            actions = random_actions(env, w_mask, rng)
-            want = ref.step(actions)
-            episodes_ended += check_step(t, env.step(actions), want)
-            w_mask = want[5]
-        assert episodes_ended, "no episode ended: the final-obs path went untested"
+        check_against_reference(env, ref)
         assert env.worker_times()[0]["busy_s"] > 0
     finally:
         env.close()
