@@ -348,6 +348,13 @@ def _gone(pids: list[int], within_s: float) -> bool:
     return False
 
 
+def _in_group(process: psutil.Process, pgid: int) -> bool:
+    try:
+        return os.getpgid(process.pid) == pgid
+    except (ProcessLookupError, psutil.Error):
+        return False
+
+
 def test_workers_exit_when_the_trainer_is_killed(tmp_path):
     proc, pids = _start_parent(tmp_path)
     try:
@@ -365,7 +372,14 @@ def test_ctrl_c_closes_every_worker(tmp_path):
     try:
         time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
-        out, _ = proc.communicate(timeout=10)
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            # Say who held on: the parent itself, or a child keeping its stdout open.
+            group = [(p.pid, p.name(), p.status()) for p in psutil.process_iter()
+                     if _in_group(p, proc.pid)]  # fmt: skip
+            pytest.fail(f"no exit within 10 s of Ctrl-C; parent alive: {proc.poll() is None}; "
+                        f"its process group: {group}; workers: {pids}")  # fmt: skip
         assert "closed" in out
         assert _gone(pids, 2.0)
     finally:
