@@ -89,6 +89,16 @@ def test_each_round_starts_one_row_later_so_drift_favours_no_row() -> None:
     assert [i for i, _ in ablate.rotated(plan, n + 2)][:2] == [2, 3]
 
 
+def test_only_keeps_the_base_and_the_named_rows_in_plan_order() -> None:
+    plan = variants("original", "ultra_fast")
+    assert ablate.select(plan, None) == plan
+    assert [v.name for v in ablate.select(plan, ["all"])] == ["original", "ultra_fast (all)"]
+    picked = ablate.select(plan, ["workers", "envs"])
+    assert [v.name for v in picked] == ["original", "+envs", "+workers (left out)"]
+    with pytest.raises(ConfigError, match="--only 'original' is not a row"):
+        ablate.select(plan, ["original"])  # the base always runs: it is no choice
+
+
 def test_time_to_return_is_the_first_row_at_or_above_the_target() -> None:
     curve = [(1.0, 0.1), (2.0, 0.5), (3.0, 0.4), (4.0, 0.9)]
     assert time_to_return(curve, 0.5) == 2.0
@@ -172,6 +182,8 @@ def test_median_counts_not_reached_as_slowest() -> None:
         (["--set", "warp=9"], "--set: unknown setting 'warp'"),
         (["--set", "bptt_horizon=5"], "variant original: num_steps 64 must be divisible"),
         (["--budget-s", "fast"], "--budget-s"),
+        (["--only", "warp"], "--only 'warp' is not a row of this ablation: choose from envs, "
+                             "batch, bptt, compile, precision, workers, all"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_before_any_run(

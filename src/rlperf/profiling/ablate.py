@@ -113,6 +113,29 @@ def variants(base_name: str, target_name: str) -> list[Variant]:
     return rows
 
 
+def row_key(variant: Variant) -> str:
+    """The name ``--only`` selects a row by: the knob (``envs``, ``compile``), or ``all``."""
+    if variant.kind == ALL:
+        return "all"
+    return variant.name.removeprefix("+").removesuffix(" (left out)")
+
+
+def select(plan: list[Variant], only: list[str] | None) -> list[Variant]:
+    """The base and the rows named in ``only`` (every row when None), in the plan's order.
+
+    ``rlperf ablate --only all`` runs the base and the target alone: time to return needs
+    budgets of minutes per run, and a whole table is every knob times that (ConfigError naming
+    the choices for an unknown name)."""
+    if only is None:
+        return plan
+    keys = [row_key(v) for v in plan[1:]]
+    unknown = [name for name in only if name not in keys]
+    if unknown:
+        raise ConfigError(f"--only {unknown[0]!r} is not a row of this ablation: choose from "
+                          f"{', '.join(keys)}")  # fmt: skip
+    return [plan[0], *(v for v in plan[1:] if row_key(v) in only)]
+
+
 def variant_config(base_name: str, variant: Variant, shared: dict[str, Any]) -> Config:
     """The variant's validated config: base preset, the variant's settings, then ``shared``
     (``--set`` and ``--env-option``, applied to every row; env options merge). ConfigError

@@ -170,7 +170,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_ablate(args: argparse.Namespace) -> int:
     import math
 
-    from rlperf.config import PRESETS, parse_env_options, preset
+    from rlperf.config import PRESETS, ConfigError, parse_env_options, preset
     from rlperf.profiling import ablate, compare
 
     for flag, name in (("--base", args.base), ("--target", args.target)):
@@ -189,7 +189,10 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     shared = compare.parse_overrides(" ".join(args.set or []), "set", env)
     if args.env_option:
         shared["options"] = {**shared.get("options", {}), **parse_env_options(args.env_option)}
-    plan = ablate.variants(args.base, args.target)
+    try:
+        plan = ablate.select(ablate.variants(args.base, args.target), args.only)
+    except ConfigError as e:
+        fail(str(e))
     for variant in plan:  # every row's config checked before the first run
         ablate.variant_config(args.base, variant, shared)
     seeds = args.seed or [1]
@@ -316,6 +319,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="config field for every variant, over the presets' and the knobs' values "
         "(repeatable; e.g. --set threads=1)",
+    )
+    ablate.add_argument(
+        "--only",
+        nargs="+",
+        metavar="ROW",
+        help="run the base and only these rows: knob names (envs, batch, compile ...) or all "
+        "(the target); e.g. --only all for time to return alone",
     )
     ablate.add_argument("--out", metavar="DIR", help="keep every run and DIR/ablate.json")
     ablate.add_argument("--json", metavar="FILE", help="write the table's every row as JSON")
