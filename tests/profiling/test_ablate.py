@@ -182,8 +182,11 @@ def test_median_counts_not_reached_as_slowest() -> None:
         (["--set", "warp=9"], "--set: unknown setting 'warp'"),
         (["--set", "bptt_horizon=5"], "variant original: num_steps 64 must be divisible"),
         (["--budget-s", "fast"], "--budget-s"),
-        (["--only", "warp"], "--only 'warp' is not a row of this ablation: choose from envs, "
-                             "batch, bptt, compile, precision, workers, all"),
+        (
+            ["--only", "warp"],
+            "--only 'warp' is not a row of this ablation: choose from envs, "
+            "batch, bptt, compile, precision, workers, all",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_before_any_run(
