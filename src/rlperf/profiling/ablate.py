@@ -8,9 +8,10 @@ any sooner. ``rlperf ablate --base original --target ultra_fast`` answers both o
   knob is a group of config fields where the two presets differ, :data:`KNOB_GROUPS`; a
   differing field in no group is a knob of its own); each knob the target leaves out
   (``config.LEFT_OUT``: measured slower, still measured here); and the target itself (all knobs);
-- every variant trains under the same wall-clock budget (``--max-wall-s``) in a fresh
-  ``rlperf profile`` process, the variants interleaved within each repeat and seed, each round
-  starting one row later, so slow drift of a shared machine hits all alike;
+- every variant trains under the same wall-clock budget (``--max-wall-s``), or until the base
+  preset's total steps if those come first, in a fresh ``rlperf profile`` process (``--only``
+  keeps the base and the named rows), the variants interleaved within each repeat and seed,
+  each round starting one row later, so slow drift of a shared machine hits all alike;
 - per variant: SPS median [min-max], the paired SPS speedup over the base, the wall time to
   reach the base's final mean return (the same seed and repeat's base run; "not reached" when
   the budget ran out first), the return reached within the budget, and the phase whose time per

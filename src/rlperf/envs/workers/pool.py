@@ -590,7 +590,9 @@ def _shutdown(processes: list[Any], commands: list[Connection], results: list[Co
             process.terminate()
             process.join(JOIN_TIMEOUT_S)
         if process.is_alive():
+            # SIGKILL cannot be ignored, but the exit status comes through the forkserver: a
+            # bounded join, so that a forkserver that is itself gone cannot hang close().
             process.kill()
-            process.join()
+            process.join(JOIN_TIMEOUT_S)
     for conn in (*results, *controls):
         conn.close()
