@@ -236,6 +236,12 @@ class RunConfig:
         "(with nvidia-ml-py), in a background thread, into metrics.jsonl and summary.json",
     )
     telemetry_interval_s: float = _f(1.0, "seconds between two telemetry samples")
+    keep_freed_memory: bool = _f(
+        True,
+        "keep memory the trainer frees in its process (glibc's mallopt: no trimming, no mmap "
+        "per large block), so each iteration reuses its temporaries instead of page-faulting "
+        "them in again (Linux with glibc; elsewhere nothing changes)",
+    )
     summary_every: int = _f(
         0,
         "print the rollout timing block (ms per rollout: student forward, teacher and its "

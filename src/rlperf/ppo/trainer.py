@@ -65,6 +65,7 @@ from rlperf.ppo.loss import (
 from rlperf.ppo.rollout import RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
+from rlperf.run.allocator import keep_freed_memory
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.run.run_dir import CHECKPOINT_NAME
 from rlperf.run.telemetry import Telemetry
@@ -99,6 +100,8 @@ class Trainer:
             self.prof.set_cuda_sync(cfg.run.cuda_sync)
         if cfg.run.threads > 0:
             torch.set_num_threads(cfg.run.threads)
+        if cfg.run.keep_freed_memory:
+            keep_freed_memory()
         seed = ranks.seed(cfg.run.seed)
         torch.manual_seed(seed)
         np.random.seed(seed)
