@@ -306,7 +306,8 @@ def test_mismatched_resume_is_rejected_without_touching_the_run(
 def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Path) -> None:
     run_dir = shutil.copytree(finished_run, tmp_path / "copy")
     argv = ["train", "--resume", str(run_dir), *SMALL, "--total-steps", str(4 * BATCH)]
-    assert main([*argv, "--no-progress"]) == 0
+    # How the process allocates is no part of the run: it may change on resume.
+    assert main([*argv, "--no-progress", "--no-keep-freed-memory"]) == 0
     assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 4 * BATCH
 
 

@@ -55,7 +55,7 @@ COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
 RESUMABLE_OVERRIDES = {
     "total_steps", "threads", "oversubscribe", "pin_workers", "inline_worker", "progress",
     "checkpoint_every", "sps_window_s", "warmup_iters", "cuda_sync", "max_wall_s", "telemetry",
-    "telemetry_interval_s",
+    "telemetry_interval_s", "keep_freed_memory",
 }  # fmt: skip
 
 
