@@ -265,7 +265,7 @@ def test_a_raising_env_names_the_worker_its_envs_and_the_error(failing_env):
     assert "worker 1 (envs 2..3 of failing_cartpole)" in message
     assert "RuntimeError: boom at step 3" in message and "faulty_envs.py" in message
     assert "\n" not in message
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+    assert not any(_alive(p) for p in pids)
 
 
 def test_a_killed_worker_is_reported_within_two_seconds():
@@ -340,10 +340,19 @@ def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
     return proc, pids
 
 
+def _alive(pid: int) -> bool:
+    """Running (not a zombie). A process may exit between any two psutil calls: one call, and
+    its disappearance read as gone."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _gone(pids: list[int], within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+        alive = [p for p in pids if _alive(p)]
         if not alive:
             return True
         time.sleep(0.05)
@@ -471,4 +480,4 @@ def test_a_raising_inline_env_names_worker_zero(failing_env):
     message = str(caught.value)
     assert "worker 0 (inline, envs 0..1 of failing_cartpole)" in message
     assert "RuntimeError: boom at step 3" in message and "\n" not in message
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+    assert not any(_alive(p) for p in pids)
