@@ -4,7 +4,7 @@ An iteration of the CNN and ConvLSTM policies' updates allocates and frees the s
 temporaries every time (convolution buffers of several MB). With glibc's defaults each such
 block is either its own ``mmap`` (above the dynamic mmap threshold) or returned to the OS when
 the heap's top is trimmed, so the next iteration takes a fresh page fault for every 4 KiB of it:
-4,300-9,000 faults per call of the grid and robots e2e benchmark cases, 20-26% of the grid
+4,300-9,000 faults per call of the grid and robots e2e benchmark cases, 14-26% of the grid
 case's CPU time (docs/performance.md). ``mallopt`` with a high mmap threshold and no trimming
 keeps the freed blocks in the heap for reuse: 0-13 faults a call, the peak resident size
 unchanged (it is reached every iteration anyway). PyTorch's CUDA caching allocator keeps freed
@@ -17,7 +17,7 @@ off at its 128 KiB start, and every large block becomes an ``mmap`` (measured: 3
 from __future__ import annotations
 
 import ctypes
-import platform
+import os
 import sys
 
 # glibc's <malloc.h>
@@ -29,13 +29,22 @@ TRIM_THRESHOLD_BYTES = 2**31 - 1  # mallopt takes an int: never trim below 2 GiB
 _applied = False
 
 
+def _glibc() -> bool:
+    # confstr asks the C library itself; platform.libc_ver() would read the whole python
+    # executable looking for a version string, on every trainer built where this is a no-op.
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") is not None
+    except (ValueError, OSError):
+        return False
+
+
 def keep_freed_memory() -> bool:
     """Tell glibc's malloc to keep freed memory in this process; True where it took effect
     (Linux with glibc; a no-op returning False elsewhere). Process-wide and not undone."""
     global _applied
     if _applied:
         return True
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+    if not sys.platform.startswith("linux") or not _glibc():
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
