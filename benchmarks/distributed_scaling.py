@@ -35,7 +35,8 @@ ALLREDUCE = "update/allreduce"
 NUM_STEPS = 32  # per iteration and rank: 1024 envs x 32 steps = 32768 samples
 
 
-def run_once(policy: str, num_envs: int, nproc: int, iterations: int, seed: int) -> dict:
+def run_once(policy: str, num_envs: int, nproc: int, iterations: int, seed: int,
+             extra: list[str]) -> dict:  # fmt: skip
     """One ``rlperf train`` process (or launch of ``nproc`` ranks); its summary figures."""
     with tempfile.TemporaryDirectory(prefix="rlperf-scaling-") as tmp:
         run_dir = Path(tmp) / "run"
@@ -43,7 +44,7 @@ def run_once(policy: str, num_envs: int, nproc: int, iterations: int, seed: int)
         argv = [sys.executable, "-m", "rlperf", "train", "--policy", policy,
                 "--num-envs", str(num_envs), "--num-steps", str(NUM_STEPS),
                 "--threads", "1", "--total-steps", str(steps), "--seed", str(seed),
-                "--no-progress", "--run-dir", str(run_dir)]  # fmt: skip
+                "--no-progress", "--run-dir", str(run_dir), *extra]  # fmt: skip
         if nproc > 1:
             argv += ["--nproc", str(nproc)]
         done = subprocess.run(argv, capture_output=True, text=True)
@@ -60,31 +61,42 @@ def spread(values: list[float], fmt: str = ",.0f") -> str:
             f"[{min(values):{fmt}} - {max(values):{fmt}}]")  # fmt: skip
 
 
-def measure(policy: str, num_envs: int, rounds: int, iterations: int, seed: int) -> dict:
-    one, two = [], []
+def contenders(gloo_io: list[str]) -> list[tuple[str, int, list[str]]]:
+    """(name, ranks, extra flags): one rank, then two ranks with each ``--gloo-io`` setting."""
+    return [("1 rank", 1, [])] + [
+        (f"2 ranks, --gloo-io {io}", 2, ["--gloo-io", io]) for io in gloo_io
+    ]
+
+
+def measure(policy: str, num_envs: int, rounds: int, iterations: int, seed: int,
+            gloo_io: list[str]) -> dict:  # fmt: skip
+    """Every contender once a round, the order rotated round by round."""
+    runs = contenders(gloo_io)
+    results: dict[str, list[dict]] = {name: [] for name, _, _ in runs}
     for r in range(rounds):
-        order = (1, 2) if r % 2 == 0 else (2, 1)
-        for nproc in order:
-            result = run_once(policy, num_envs, nproc, iterations, seed + r)
-            (one if nproc == 1 else two).append(result)
-            print(f"  {policy} round {r + 1}: {nproc} rank(s) {result['sps']:,.0f} SPS, "
+        shift = r % len(runs)
+        for name, nproc, extra in runs[shift:] + runs[:shift]:
+            result = run_once(policy, num_envs, nproc, iterations, seed + r, extra)
+            results[name].append(result)
+            print(f"  {policy} round {r + 1}: {name}: {result['sps']:,.0f} SPS, "
                   f"allreduce {result['allreduce_pct']:.1f}% of wall", flush=True)  # fmt: skip
-    ratios = [b["sps"] / a["sps"] for a, b in zip(one, two, strict=True)]
-    return {"policy": policy, "num_envs_per_rank": num_envs, "one_rank": one,
-            "two_ranks": two, "paired_ratio": ratios}  # fmt: skip
+    one = results["1 rank"]
+    ratios = {name: [b["sps"] / a["sps"] for a, b in zip(one, results[name], strict=True)]
+              for name, nproc, _ in runs if nproc > 1}  # fmt: skip
+    return {"policy": policy, "num_envs_per_rank": num_envs, "runs": results,
+            "paired_ratio": ratios}  # fmt: skip
 
 
 def report(m: dict) -> str:
-    one = [x["sps"] for x in m["one_rank"]]
-    two = [x["sps"] for x in m["two_ranks"]]
-    share = [x["allreduce_pct"] for x in m["two_ranks"]]
-    return "\n".join([
-        f"{m['policy']} at {m['num_envs_per_rank']} envs per rank, 1 thread per rank:",
-        f"  1 rank   SPS {spread(one)}",
-        f"  2 ranks  SPS {spread(two)}",
-        f"  paired ratio 2/1: {spread(m['paired_ratio'], '.2f')}",
-        f"  update/allreduce, % of wall (2 ranks): {spread(share, '.1f')}",
-    ])  # fmt: skip
+    lines = [f"{m['policy']} at {m['num_envs_per_rank']} envs per rank, 1 thread per rank:"]
+    for name, runs in m["runs"].items():
+        line = f"  {name:<26} SPS {spread([x['sps'] for x in runs])}"
+        if name in m["paired_ratio"]:
+            line += (f"; paired ratio over 1 rank {spread(m['paired_ratio'][name], '.2f')}; "
+                     f"update/allreduce {spread([x['allreduce_pct'] for x in runs], '.1f')}% "
+                     "of wall")  # fmt: skip
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -95,13 +107,18 @@ def main() -> None:
     parser.add_argument("--lstm-envs", type=int, default=256)
     parser.add_argument("--policies", default="mlp,lstm")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--gloo-io", default="idle,normal",
+        help="the 2-rank runs' --gloo-io settings, each its own contender (default: idle,normal)",
+    )  # fmt: skip
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} cores "
           f"({time.strftime('%Y-%m-%d %H:%M')})")  # fmt: skip
     envs = {"mlp": args.mlp_envs, "lstm": args.lstm_envs}
-    results = [measure(p, envs[p], args.rounds, args.iterations, args.seed)
+    gloo_io = args.gloo_io.split(",")
+    results = [measure(p, envs[p], args.rounds, args.iterations, args.seed, gloo_io)
                for p in args.policies.split(",")]  # fmt: skip
     print()
     for m in results:

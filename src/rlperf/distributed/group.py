@@ -25,6 +25,7 @@ import contextlib
 import datetime
 import itertools
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ import torch
 import torch.distributed as dist
 
 BACKENDS = ("auto", "gloo", "nccl")
+GLOO_IO_PRIORITIES = ("idle", "normal")
+# The name gloo's TCP transport gives the thread that runs its epoll loop (one per device).
+GLOO_IO_THREAD = "gloo_tcp_loop"
 DEFAULT_TIMEOUT_S = 60.0
 # Rank r seeds its environments, sampling and shuffling with seed + r * RANK_SEED_STRIDE: far
 # enough apart that runs with neighbouring seeds do not share a rank's streams.
@@ -75,6 +79,81 @@ class AllreduceClock:
                 "done_ns": self.done_ns[order].tolist()}  # fmt: skip
 
 
+class GlooIoThreads:
+    """This process's gloo I/O threads (``gloo_tcp_loop``, one per process group) under
+    ``SCHED_IDLE``, put back to the normal policy if that starves them.
+
+    Why idle: gloo's event loop spins while another of the rank's threads holds a connection's
+    lock (its handler try-locks, returns, and the level-triggered epoll fires again at once).
+    When the ranks fill the cores, two such spinners can hold both while the peer's loop thread,
+    which would end the wait, sits in the run queue until the scheduler's next tick: a
+    9,220-float all-reduce then takes ~4 ms instead of ~0.4 ms, one call in ten on the 2-core
+    development machine (``perf sched``; docs/distributed.md). Under ``SCHED_IDLE`` any woken
+    thread preempts a spinning loop thread at once.
+
+    Why the guard: on a machine whose cores are all busy with *other* work an idle-class thread
+    waits for a free core, and each exchange takes tens of milliseconds. :meth:`check` looks at
+    the last :attr:`WINDOW` all-reduces every :attr:`WINDOW` calls; if a quarter of them took
+    longer than :attr:`STARVED_NS` from call to return it restores the normal policy and says
+    so once. (The quarter rather than the median: a rank that arrives first also counts its
+    wait for the others, so only its faster calls are the exchange alone.)
+    """
+
+    WINDOW = 64
+    STARVED_NS = 5_000_000
+
+    def __init__(self, tids: list[int]) -> None:
+        self.tids = tids
+        self.idle = False
+
+    @classmethod
+    def find(cls) -> GlooIoThreads:
+        """The gloo I/O threads alive in this process now (none off Linux)."""
+        tids = []
+        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    if f.read().strip() == GLOO_IO_THREAD:
+                        tids.append(int(tid))
+        return cls(tids)
+
+    def make_idle(self) -> GlooIoThreads:
+        """Move the threads to ``SCHED_IDLE`` (a no-op without it); returns self."""
+        if hasattr(os, "SCHED_IDLE") and self.tids:
+            self._set(os.SCHED_IDLE)
+            self.idle = True
+        return self
+
+    def check(self, clock: AllreduceClock) -> bool:
+        """Every :attr:`WINDOW` calls of ``clock``: restore the normal policy if the threads
+        starve (see the class docstring). Returns whether it did so now."""
+        if not self.idle or clock.calls % self.WINDOW or clock.calls == 0:
+            return False
+        n = len(clock.arrive_ns)
+        last = np.arange(clock.calls - self.WINDOW, clock.calls) % n
+        took_ns = clock.done_ns[last] - clock.arrive_ns[last]
+        if np.percentile(took_ns, 25) <= self.STARVED_NS:
+            return False
+        self.idle = False
+        try:
+            self._set(os.SCHED_OTHER)
+            done = "back to the normal policy"
+        except PermissionError:  # leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE
+            done = "this process may not restore the normal policy"
+        print(
+            f"rlperf: gloo's I/O threads are starved under SCHED_IDLE (a quarter of the last "
+            f"{self.WINDOW} all-reduces took over {self.STARVED_NS / 1e6:g} ms): {done}; on a "
+            "machine busy with other work give --gloo-io normal",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
+        return True
+
+    def _set(self, policy: int) -> None:
+        for tid in self.tids:
+            with contextlib.suppress(ProcessLookupError):  # the group was destroyed
+                os.sched_setscheduler(tid, policy, os.sched_param(0))
+
+
 @contextlib.contextmanager
 def _collective() -> Iterator[None]:
     try:
@@ -113,6 +192,7 @@ class Ranks:
     backend: str = "none"
     _objects: Any = None  # a gloo process group for Python objects (checkpoint parts)
     clock: AllreduceClock = field(default_factory=lambda: AllreduceClock(capacity=1))
+    io_threads: GlooIoThreads | None = None
 
     @property
     def is_main(self) -> bool:
@@ -148,6 +228,8 @@ class Ranks:
         with _collective():
             dist.all_reduce(grad, op=dist.ReduceOp.SUM)
         self.clock.record(arrive_ns, time.monotonic_ns())
+        if self.io_threads is not None:
+            self.io_threads.check(self.clock)
         grad.mul_(1.0 / self.world_size)
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
@@ -195,7 +277,9 @@ class Ranks:
 SINGLE = Ranks()
 
 
-def join(backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ranks:
+def join(
+    backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S, gloo_io: str = "idle"
+) -> Ranks:
     """Join the process group the launcher described in the environment; :data:`SINGLE`
     outside a launched rank or in a world of one.
 
@@ -204,6 +288,8 @@ def join(backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ran
         device: the run's device (``cpu``/``cuda``): picks ``auto``'s backend; with CUDA each
             local rank takes its own GPU.
         timeout_s: how long a collective may wait for the other ranks before it fails.
+        gloo_io: ``idle`` puts gloo's I/O threads under ``SCHED_IDLE`` while that does not
+            starve them (:class:`GlooIoThreads`); ``normal`` leaves them as gloo made them.
     """
     if not launched_rank() or int(os.environ["WORLD_SIZE"]) == 1:
         return SINGLE
@@ -218,8 +304,9 @@ def join(backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ran
         world_size=world_size, timeout=timeout,
     )  # fmt: skip
     objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
+    io_threads = GlooIoThreads.find().make_idle() if gloo_io == "idle" else None
     return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects,
-                 AllreduceClock())  # fmt: skip
+                 AllreduceClock(), io_threads)  # fmt: skip
 
 
 def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:

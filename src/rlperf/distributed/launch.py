@@ -30,7 +30,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rlperf.distributed.group import BACKENDS, DEFAULT_TIMEOUT_S, is_collective_error, launched_rank
+from rlperf.distributed.group import (
+    BACKENDS,
+    DEFAULT_TIMEOUT_S,
+    GLOO_IO_PRIORITIES,
+    is_collective_error,
+    launched_rank,
+)
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 # What each rank runs after the interpreter, before the command line: the package's entry point.
@@ -74,6 +80,12 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
         "--dist-timeout-s", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
         help="how long a rank waits for the others in a collective before the run stops "
         f"(default: {DEFAULT_TIMEOUT_S:g})",
+    )  # fmt: skip
+    group.add_argument(
+        "--gloo-io", default="idle", choices=GLOO_IO_PRIORITIES,
+        help="idle: gloo's I/O threads give way to any other thread, which cuts the all-reduce's "
+        "tail where the ranks fill the cores; normal: on a machine busy with other work "
+        "(default: idle)",
     )  # fmt: skip
 
 
