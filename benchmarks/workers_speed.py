@@ -9,7 +9,8 @@ rounds (one timing of each per round), medians [min-max] and paired ratios per r
   ``SyncVectorEnv`` and rlperf's serial backend.
 - A heavy env, where a worker's share costs over 1 ms a step: the grid at 4096 agent rows
   (256 maps) and ``gym:CartPole-v1`` at 256 envs, serial against 2 workers (processes, pinned,
-  and inline: worker 0 in the timing process, ``--inline-worker``).
+  and inline: worker 0 in the timing process, ``--inline-worker``, without and with the spin
+  the trainer's automatic ``--worker-spin-us`` gives it here).
 
 The peers are benchmark-only dependencies, installed by hand (no extra: see pyproject.toml)::
 
@@ -35,9 +36,14 @@ import gymnasium
 import numpy as np
 
 from rlperf.envs import make_vec
+from rlperf.envs.backends import AUTO_SPIN_US
 from rlperf.envs.workers import MultiprocessVecEnv
 
 StepFn = Callable[[np.ndarray], Any]
+SERIAL = "rlperf serial"
+# What the trainer's automatic --worker-spin-us gives an inline worker on 2 cores with
+# --threads 1 (envs/backends.py).
+SPIN = AUTO_SPIN_US
 
 
 class Contender:
@@ -63,18 +69,19 @@ def random_actions(num_envs: int, choices: int, dtype: Any = np.int64) -> np.nda
 
 
 def rlperf_multiprocess(env_name: str, num_envs: int, workers: int, choices: int,
-                        pin: bool = False, inline: bool = False,
+                        pin: bool = False, inline: bool = False, spin_us: float = 0.0,
                         **options: Any) -> Contender:  # fmt: skip
     env = MultiprocessVecEnv(env_name, num_envs, workers, seed=1, options=options, pin_cores=pin,
-                             inline=inline)  # fmt: skip
+                             inline=inline, spin_us=spin_us)  # fmt: skip
     how = " pinned" if pin else " inline" if inline else ""
+    how += f" spin {spin_us:g} us" if spin_us else ""
     return Contender(f"rlperf multiprocess {workers}w{how}", env.num_envs, env.step, env.close,
                      random_actions(env.num_envs, choices))  # fmt: skip
 
 
 def rlperf_serial(env_name: str, num_envs: int, choices: int, **options: Any) -> Contender:
     env = make_vec(env_name, num_envs, seed=1, **options)
-    return Contender("rlperf serial", env.num_envs, env.step, env.close,
+    return Contender(SERIAL, env.num_envs, env.step, env.close,
                      random_actions(env.num_envs, choices))  # fmt: skip
 
 
@@ -127,15 +134,22 @@ def run_group(title: str, builders: list[Callable[[], Contender]], rounds: int,
             finally:
                 c.close()
     ours = next(iter(rates))
-    print(f"\n{title}: env steps/s, median [min-max] over {rounds} rounds; paired ratio of "
-          f"{ours!r} to each")  # fmt: skip
+    serial = rates.get(SERIAL)
+    print(f"\n{title}: env steps/s, median [min-max] over {rounds} rounds; paired ratios: "
+          f"{ours!r} to each" + (", each to the serial backend" if serial else ""))  # fmt: skip
     result: dict[str, Any] = {}
     for name, values in rates.items():
         ratios = [a / b for a, b in zip(rates[ours], values, strict=True)]
         result[name] = {"steps_per_s": values, "ratio": ratios}
-        print(f"  {name:36s} {statistics.median(values):>12,.0f} "
-              f"[{min(values):,.0f}-{max(values):,.0f}]   x{statistics.median(ratios):.2f} "
-              f"[{min(ratios):.2f}-{max(ratios):.2f}]")  # fmt: skip
+        line = (f"  {name:40s} {statistics.median(values):>12,.0f} "
+                f"[{min(values):,.0f}-{max(values):,.0f}]   x{statistics.median(ratios):.2f} "
+                f"[{min(ratios):.2f}-{max(ratios):.2f}]")  # fmt: skip
+        if serial:
+            over = [a / b for a, b in zip(values, serial, strict=True)]
+            result[name]["over_serial"] = over
+            line += (f"   {statistics.median(over):.2f}x serial "
+                     f"[{min(over):.2f}-{max(over):.2f}]")  # fmt: skip
+        print(line)
     return result
 
 
@@ -157,6 +171,7 @@ def main() -> None:
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, pin=True),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True, spin_us=SPIN),
                 lambda: pufferlib_multiprocessing(64, w),
                 lambda: gymnasium_vector(64, "async"),
                 lambda: gymnasium_vector(64, "sync"),
@@ -173,6 +188,7 @@ def main() -> None:
                 lambda: rlperf_multiprocess("grid", 256, w, 5),
                 lambda: rlperf_multiprocess("grid", 256, w, 5, pin=True),
                 lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True),
+                lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True, spin_us=SPIN),
                 lambda: rlperf_serial("grid", 256, 5),
             ],
             args.rounds,
@@ -184,6 +200,9 @@ def main() -> None:
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, pin=True),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, inline=True),
+                lambda: rlperf_multiprocess(
+                    "gym:CartPole-v1", 256, w, 2, inline=True, spin_us=SPIN
+                ),
                 lambda: rlperf_serial("gym:CartPole-v1", 256, 2),
             ],
             args.rounds,

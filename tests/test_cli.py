@@ -62,6 +62,7 @@ def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
         "env_batch_size": 0,
         "oversubscribe": False,
         "inline_worker": False,
+        "worker_spin_us": -1.0,
         "pin_workers": False,
     }
     assert config["policy"]["kind"] == "mlp"
@@ -159,6 +160,11 @@ BAD_TRAIN_ARGS = [
     (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
     (["--pin-workers"], "--pin-workers needs --vec-backend multiprocess"),
     (["--inline-worker"], "--inline-worker needs --vec-backend multiprocess"),
+    (["--worker-spin-us", "300"], "--worker-spin-us needs --vec-backend multiprocess"),
+    (
+        ["--vec-backend", "multiprocess", "--worker-spin-us", "-2"],
+        "--worker-spin-us must be >= 0, or -1 for automatic, got -2",
+    ),
     (
         [
             "--vec-backend",

@@ -93,6 +93,13 @@ class EnvConfig:
         "while the other workers step theirs (num_workers - 1 processes are started); on few "
         "cores a synchronous trainer otherwise sleeps through the step (docs/workers.md)",
     )
+    worker_spin_us: float = _f(
+        -1.0,
+        "multiprocess: microseconds the trainer and each worker poll shared memory before "
+        "sleeping on a pipe (a sleeping process's core halts, and waking it costs tens of "
+        "microseconds a step); -1: 300 where the worker processes and the trainer's threads "
+        "fit this machine's cores, else 0 (a spinner would take a core from one with work)",
+    )
     pin_workers: bool = _f(
         False,
         "multiprocess, Linux: pin env worker w to the w-th core this process may use, so the "
@@ -116,7 +123,13 @@ class EnvConfig:
                 raise ConfigError("--pin-workers needs --vec-backend multiprocess")
             if self.inline_worker:
                 raise ConfigError("--inline-worker needs --vec-backend multiprocess")
+            if self.worker_spin_us != -1:
+                raise ConfigError("--worker-spin-us needs --vec-backend multiprocess")
             return
+        if self.worker_spin_us < 0 and self.worker_spin_us != -1:
+            raise ConfigError(
+                f"--worker-spin-us must be >= 0, or -1 for automatic, got {self.worker_spin_us:g}"
+            )
         cores = os.cpu_count() or 1
         if self.num_workers < 1:
             raise ConfigError(f"--num-workers must be >= 1, got {self.num_workers}")
@@ -288,12 +301,12 @@ class Config:
     # -- validation ----------------------------------------------------------------------
     def validate(self) -> Config:
         """Raise :class:`ConfigError` (one line) for any setting that cannot run."""
-        self.env.validate_backend()
         for section in (self.env, self.policy, self.ppo, self.teacher, self.run):
             for f in dataclasses.fields(section):
                 value = getattr(section, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ConfigError(f"{f.name} must be a finite number, got {value}")
+        self.env.validate_backend()
         positive = {
             "num_envs": self.env.num_envs,
             "num_steps": self.ppo.num_steps,

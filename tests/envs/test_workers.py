@@ -418,9 +418,11 @@ def test_ctrl_c_closes_every_worker(tmp_path):
 # -- the inline worker: worker 0 in the trainer's process -------------------------------------
 @pytest.mark.parametrize("name", ["cartpole", "grid", "gym:CartPole-v1"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_inline_worker_equals_serial_shards_bit_for_bit(name, workers):
+@pytest.mark.parametrize("spin_us", [0.0, 300.0])  # 300: the trainer's automatic spin here
+def test_inline_worker_equals_serial_shards_bit_for_bit(name, workers, spin_us):
     num_envs, options = ENVS[name]
-    env = MultiprocessVecEnv(name, num_envs, workers, seed=SEED, options=options, inline=True)
+    env = MultiprocessVecEnv(name, num_envs, workers, seed=SEED, options=options, inline=True,
+                             spin_us=spin_us)  # fmt: skip
     ref = ShardedSerial(name, num_envs, workers, options)
     try:
         assert len(env.pids) == workers - 1  # worker 0 is this process

@@ -8,14 +8,35 @@ the env in this process (``make_vec``), ``multiprocess`` builds a
 
 from __future__ import annotations
 
+import os
+
 from gymnasium.vector import VectorEnv
 
 from rlperf.config import EnvConfig
 from rlperf.envs.registry import make_vec
 
+# The automatic --worker-spin-us where every process has a core: long enough to cover the
+# spread between two workers' shares of a step (the workers' figures in docs/workers.md),
+# short enough that a spinner soon gives its core back when the other side is slow.
+AUTO_SPIN_US = 300.0
 
-def make_env(cfg: EnvConfig, seed: int | None) -> VectorEnv:
-    """The vector env ``cfg`` describes, reset with ``seed``.
+
+def worker_spin_us(cfg: EnvConfig, trainer_threads: int) -> float:
+    """``cfg.worker_spin_us``, with -1 resolved: :data:`AUTO_SPIN_US` where the worker
+    processes plus the trainer's ``trainer_threads`` threads, times the ranks on this machine
+    (``LOCAL_WORLD_SIZE``), fit the cores this process may use; 0 where they do not (three
+    processes polling two cores starve the one with work)."""
+    if cfg.worker_spin_us >= 0:
+        return cfg.worker_spin_us
+    processes = cfg.num_workers - (1 if cfg.inline_worker else 0) + trainer_threads
+    processes *= int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return AUTO_SPIN_US if processes <= (cores or 1) else 0.0
+
+
+def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> VectorEnv:
+    """The vector env ``cfg`` describes, reset with ``seed``; ``trainer_threads`` is the
+    trainer's torch thread count (for the automatic ``--worker-spin-us``).
 
     Raises:
         ConfigError: the backend settings cannot run here (checked before any process starts).
@@ -32,6 +53,7 @@ def make_env(cfg: EnvConfig, seed: int | None) -> VectorEnv:
         batch_size=cfg.env_batch_size,
         seed=seed,
         options=cfg.options,
+        spin_us=worker_spin_us(cfg, trainer_threads),
         pin_cores=cfg.pin_workers,
         inline=cfg.inline_worker,
     )

@@ -106,7 +106,7 @@ class Trainer:
         torch.manual_seed(seed)
         np.random.seed(seed)
 
-        self.env = make_env(cfg.env, seed)
+        self.env = make_env(cfg.env, seed, trainer_threads=torch.get_num_threads())
         self.step_env = make_env_step(self.env, self.prof)
         obs, reset_infos = self.env.reset(seed=seed)
         try:
