@@ -25,6 +25,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rlperf.distributed.group import GlooIoThreads
+
 TIMEOUT = datetime.timedelta(seconds=60)
 
 
@@ -35,8 +37,12 @@ def _free_port() -> int:
 
 
 def _group(port: int, rank: int) -> Any:
+    """A 2-rank gloo group, its I/O threads under SCHED_IDLE as a training run's (the default
+    ``--gloo-io idle``, ``group.GlooIoThreads``)."""
     store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0, timeout=TIMEOUT)
-    return dist.ProcessGroupGloo(store, rank, 2, TIMEOUT)
+    group = dist.ProcessGroupGloo(store, rank, 2, TIMEOUT)
+    GlooIoThreads.find().make_idle()
+    return group
 
 
 def partner_loop(port: int, numel: int) -> None:
