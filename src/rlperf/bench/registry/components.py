@@ -26,11 +26,13 @@ def _env_step(env: str, num_envs: int) -> Prepared:
 
 
 def _env_step_workers(
-    env: str, num_envs: int, workers: int, batch: int, inline: bool = False
+    env: str, num_envs: int, workers: int, batch: int, inline: bool = False, spin_us: float = 0.0
 ) -> Prepared:
     """The multiprocess backend (``envs/workers/``): a synchronous step of every env when
     ``batch == num_envs``, else one asynchronous recv of ``batch`` envs and the send back;
-    ``inline``: worker 0 in the timing process (``--inline-worker``)."""
+    ``inline``: worker 0 in the timing process (``--inline-worker``); ``spin_us``: the poll
+    before blocking (``--worker-spin-us``; the trainer's automatic 300 with the inline worker
+    on 2 cores)."""
     import numpy as np
 
     try:
@@ -39,6 +41,8 @@ def _env_step_workers(
         raise CaseSkipped("this commit has no env workers (rlperf.envs.workers)") from e
     # Commits before the inline worker lack the argument.
     extra: dict[str, Any] = {"inline": True} if inline else {}
+    if spin_us:
+        extra["spin_us"] = spin_us
     try:
         vec = MultiprocessVecEnv(env, num_envs, workers, batch_size=batch, seed=SEED, **extra)
     except TypeError as e:
@@ -302,6 +306,8 @@ def cases() -> list[Case]:
     for env, n in (("gym:CartPole-v1", 64), ("grid", 16)):
         params = {"env": env, "num_envs": n, "workers": 2, "batch": n, "inline": True}
         out.append(Case("env_step_workers", params, _env_step_workers))
+        spin = {**params, "spin_us": 300.0}
+        out.append(Case("env_step_workers", spin, _env_step_workers))
     for direction in ("d2h", "h2d"):
         for memory in ("pageable", "pinned"):
             for non_blocking in (False, True):
