@@ -93,6 +93,16 @@ def test_starved_threads_go_back_to_the_normal_policy_with_one_message(
     assert not io.check(clock_with([slow] * window))  # said once
 
 
+def test_a_large_gradient_s_own_time_is_not_starving(sleeper: int) -> None:
+    io = GlooIoThreads([sleeper]).make_idle()
+    numel = 4_000_000  # 9.1 ms median for an idle exchange of this size on the 2-core machine
+    took = [9_500_000] * GlooIoThreads.WINDOW
+    assert not io.check(clock_with(took), numel)
+    assert os.sched_getscheduler(sleeper) == os.SCHED_IDLE
+    assert io.check(clock_with([int(GlooIoThreads.starved_ns(numel)) + 1] * 64), numel)
+    assert os.sched_getscheduler(sleeper) == os.SCHED_OTHER
+
+
 def test_without_the_right_to_restore_it_says_so(
     sleeper: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -94,13 +94,16 @@ class GlooIoThreads:
     Why the guard: on a machine whose cores are all busy with *other* work an idle-class thread
     waits for a free core, and each exchange takes tens of milliseconds. :meth:`check` looks at
     the last :attr:`WINDOW` all-reduces every :attr:`WINDOW` calls; if a quarter of them took
-    longer than :attr:`STARVED_NS` from call to return it restores the normal policy and says
+    longer than :meth:`starved_ns` from call to return it restores the normal policy and says
     so once. (The quarter rather than the median: a rank that arrives first also counts its
     wait for the others, so only its faster calls are the exchange alone.)
     """
 
     WINDOW = 64
     STARVED_NS = 5_000_000
+    # A large gradient takes its own time: 2.3 ns a float with both ranks idle on the 2-core
+    # machine at 1M and 4M floats (docs/distributed.md); twice that, so only starving counts.
+    STARVED_NS_PER_FLOAT = 5.0
 
     def __init__(self, tids: list[int]) -> None:
         self.tids = tids
@@ -124,7 +127,12 @@ class GlooIoThreads:
             self.idle = True
         return self
 
-    def check(self, clock: AllreduceClock) -> bool:
+    @classmethod
+    def starved_ns(cls, numel: int) -> float:
+        """How long an all-reduce of ``numel`` floats may take before it counts as starved."""
+        return cls.STARVED_NS + cls.STARVED_NS_PER_FLOAT * numel
+
+    def check(self, clock: AllreduceClock, numel: int = 0) -> bool:
         """Every :attr:`WINDOW` calls of ``clock``: restore the normal policy if the threads
         starve (see the class docstring). Returns whether it did so now."""
         if not self.idle or clock.calls % self.WINDOW or clock.calls == 0:
@@ -132,7 +140,8 @@ class GlooIoThreads:
         n = len(clock.arrive_ns)
         last = np.arange(clock.calls - self.WINDOW, clock.calls) % n
         took_ns = clock.done_ns[last] - clock.arrive_ns[last]
-        if np.percentile(took_ns, 25) <= self.STARVED_NS:
+        limit_ns = self.starved_ns(numel)
+        if np.percentile(took_ns, 25) <= limit_ns:
             return False
         self.idle = False
         try:
@@ -142,7 +151,7 @@ class GlooIoThreads:
             done = "this process may not restore the normal policy"
         print(
             f"rlperf: gloo's I/O threads are starved under SCHED_IDLE (a quarter of the last "
-            f"{self.WINDOW} all-reduces took over {self.STARVED_NS / 1e6:g} ms): {done}; on a "
+            f"{self.WINDOW} all-reduces took over {limit_ns / 1e6:.3g} ms): {done}; on a "
             "machine busy with other work give --gloo-io normal",
             file=sys.stderr, flush=True,
         )  # fmt: skip
@@ -229,7 +238,7 @@ class Ranks:
             dist.all_reduce(grad, op=dist.ReduceOp.SUM)
         self.clock.record(arrive_ns, time.monotonic_ns())
         if self.io_threads is not None:
-            self.io_threads.check(self.clock)
+            self.io_threads.check(self.clock, grad.numel())
         grad.mul_(1.0 / self.world_size)
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
