@@ -64,7 +64,7 @@ def test_sync_workers_train_exactly_as_the_serial_backend(tmp_path: Path) -> Non
     send, recv = (names.path(names.ROLLOUT, n) for n in (names.ENV_SEND, names.ENV_RECV))
     assert send in multi["sections"] and recv in multi["sections"]
     assert names.path(names.ROLLOUT, names.ENV_STEP) not in multi["sections"]
-    assert serial["env_workers"] is None
+    assert serial["env_workers"] is None and serial["env_worker_spin_us"] is None
     times = multi["env_workers"]
     assert len(times) == 2 and all(t["busy_s"] > 0 and t["idle_s"] >= 0 for t in times)
 
@@ -73,10 +73,11 @@ def test_an_inline_worker_trains_exactly_as_the_serial_backend(tmp_path: Path) -
     """Worker 0 in the trainer's process changes where a share steps, not what it computes."""
     gym = {"env__env": "gym:CartPole-v1"}
     train(config(3, **gym), tmp_path / "serial")
-    trainer, multi = train(config(3, **gym, **workers(2), env__inline_worker=True),
-                           tmp_path / "inline")  # fmt: skip
+    trainer, multi = train(config(3, **gym, **workers(2), env__inline_worker=True,
+                                  env__worker_spin_us=120.0), tmp_path / "inline")  # fmt: skip
     assert metrics(tmp_path / "inline") == metrics(tmp_path / "serial")
     assert len(multi["env_workers"]) == 2 and multi["env_workers"][0]["busy_s"] > 0
+    assert multi["env_worker_spin_us"] == pytest.approx(120.0)
 
 
 def test_a_run_with_an_inline_worker_resumes_exactly(tmp_path: Path) -> None:

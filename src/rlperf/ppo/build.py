@@ -140,14 +140,16 @@ def run_facts(
     cfg: Config, env: VectorEnv, update: Update, device: torch.device, world_size: int
 ) -> dict[str, Any]:
     """What a run was built from and ran on, for its summary: the env, the policy, the update
-    chosen here, the device, the env workers' busy and idle seconds so far (None without
-    workers), the ranks, the torch threads and version. Call it at the end of the run."""
+    chosen here, the device, the env workers' busy and idle seconds so far and their spin
+    (``--worker-spin-us`` as resolved; None without workers), the ranks, the torch threads and
+    version. Call it at the end of the run."""
     return {
         "env": cfg.env.env,
         "policy": cfg.policy.kind,
         "update": type(update).__name__,
         "device": str(device),
         "env_workers": worker_times(env),
+        "env_worker_spin_us": env.spin_us if isinstance(env, MultiprocessVecEnv) else None,
         "ranks": world_size,
         "num_envs_per_rank": cfg.env.num_envs,
         "threads": torch.get_num_threads(),

@@ -524,6 +524,11 @@ class MultiprocessVecEnv(VectorEnv):
         return [{"busy_s": float(v["busy_s"][w]), "idle_s": float(v["idle_s"][w])}
                 for w in range(self.num_workers)]  # fmt: skip
 
+    @property
+    def spin_us(self) -> float:
+        """Microseconds this process and each worker poll before blocking on a pipe."""
+        return self._spin_s * 1e6
+
     # -- lifetime ------------------------------------------------------------------------
     @property
     def pids(self) -> list[int]:
