@@ -96,7 +96,9 @@ class GlooIoThreads:
     the last :attr:`WINDOW` all-reduces every :attr:`WINDOW` calls; if a quarter of them took
     longer than :meth:`starved_ns` from call to return it restores the normal policy and says
     so once. (The quarter rather than the median: a rank that arrives first also counts its
-    wait for the others, so only its faster calls are the exchange alone.)
+    wait for the others, so only its faster calls are the exchange alone. A rank that always
+    arrives more than that ahead of the others is taken for starved too, and says it may be
+    that; the normal policy costs it only the tail this class removes.)
     """
 
     WINDOW = 64
@@ -150,9 +152,10 @@ class GlooIoThreads:
         except PermissionError:  # leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE
             done = "this process may not restore the normal policy"
         print(
-            f"rlperf: gloo's I/O threads are starved under SCHED_IDLE (a quarter of the last "
-            f"{self.WINDOW} all-reduces took over {limit_ns / 1e6:.3g} ms): {done}; on a "
-            "machine busy with other work give --gloo-io normal",
+            f"rlperf: gloo's I/O threads look starved under SCHED_IDLE (a quarter of the last "
+            f"{self.WINDOW} all-reduces took over {limit_ns / 1e6:.3g} ms from call to return; "
+            f"a rank that always waits for a slower one looks the same): {done}; on a machine "
+            "busy with other work give --gloo-io normal",
             file=sys.stderr, flush=True,
         )  # fmt: skip
         return True
