@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from ranks import env_with_src
 
-from rlperf.distributed.group import GLOO_IO_THREAD, AllreduceClock, GlooIoThreads
+from rlperf.distributed.group import GLOO_IO_THREAD, AllreduceClock, GlooIoThreads, Ranks
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling policy")
 
@@ -116,6 +116,15 @@ def test_without_the_right_to_restore_it_says_so(
     monkeypatch.undo()
     assert "may not restore the normal policy" in capsys.readouterr().err
     os.sched_setscheduler(sleeper, os.SCHED_OTHER, os.sched_param(0))
+
+
+def test_the_summary_names_the_policy_now(sleeper: int) -> None:
+    ranks = Ranks(rank=0, world_size=2, io_threads=GlooIoThreads([sleeper]).make_idle())
+    assert ranks.gloo_io == "idle"
+    ranks.io_threads.check(clock_with([GlooIoThreads.STARVED_NS * 2] * GlooIoThreads.WINDOW))
+    assert ranks.gloo_io == "normal (restored)"
+    assert Ranks(rank=0, world_size=2).gloo_io == "normal"  # --gloo-io normal
+    assert Ranks().gloo_io is None
 
 
 def test_no_threads_no_change() -> None:

@@ -89,6 +89,7 @@ def test_two_nodes_on_one_host_write_one_run_directory(tmp_path: Path) -> None:
     assert [node.returncode for node in nodes] == [0, 0], outputs
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ranks"] == 2 and summary["global_step"] == 3 * 2 * 4 * 8
+    assert summary["gloo_io"] == "idle"  # the default, its threads found on rank 0
     assert len(rows(run_dir)) == 3
     # Rank 0 printed the summary; the other node printed none.
     assert sum("steps in" in out for out, _ in outputs) == 1

@@ -215,6 +215,16 @@ class Ranks:
     def distributed(self) -> bool:
         return self.world_size > 1
 
+    @property
+    def gloo_io(self) -> str | None:
+        """This rank's gloo I/O threads now: ``idle``, ``normal`` (as gloo made them, or put
+        back by the starvation guard: ``normal (restored)``); None for a single process."""
+        if not self.distributed:
+            return None
+        if self.io_threads is None or not self.io_threads.tids:
+            return "normal"
+        return "idle" if self.io_threads.idle else "normal (restored)"
+
     def seed(self, seed: int) -> int:
         """This rank's seed for the run's ``seed`` (rank 0 keeps it)."""
         return seed + RANK_SEED_STRIDE * self.rank

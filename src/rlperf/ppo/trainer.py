@@ -348,6 +348,7 @@ class Trainer:
             "final_stats": stats_row,
             "interrupted": self.interrupted,
             **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks.world_size),
+            "gloo_io": self.ranks.gloo_io,
         }
 
     # -- checkpoints ---------------------------------------------------------------------
