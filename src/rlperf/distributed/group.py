@@ -8,7 +8,8 @@ size. What the trainer asks of it, and why each is collective:
 
 - :meth:`Ranks.broadcast_module`: every rank starts from rank 0's initial weights.
 - :attr:`Ranks.grad_allreduce`: averages the flat gradient of each minibatch in place (one
-  all-reduce, before clipping); None for a single process, so its update path is unchanged.
+  all-reduce, before clipping; between two gloo ranks one send and one receive each, the same
+  sum with fewer hand-offs); None for a single process, so its update path is unchanged.
 - :meth:`Ranks.mean`: the iteration's loss statistics averaged over ranks. Every rank then logs
   the same figures and takes the same non-finite-loss decision (NaN propagates through the sum),
   so no rank stops while the others wait in the next all-reduce.
@@ -29,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -205,6 +206,7 @@ class Ranks:
     _objects: Any = None  # a gloo process group for Python objects (checkpoint parts)
     clock: AllreduceClock = field(default_factory=lambda: AllreduceClock(capacity=1))
     io_threads: GlooIoThreads | None = None
+    _peer_grad: torch.Tensor | None = None  # two gloo ranks: the other's gradient, reused
 
     @property
     def is_main(self) -> bool:
@@ -248,11 +250,30 @@ class Ranks:
         # SUM then one scale: gloo has no AVG op; the scale is one fused kernel.
         arrive_ns = time.monotonic_ns()
         with _collective():
-            dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+            if self.world_size == 2 and self.backend == "gloo":
+                self._sum_with_peer_(grad)
+            else:
+                dist.all_reduce(grad, op=dist.ReduceOp.SUM)
         self.clock.record(arrive_ns, time.monotonic_ns())
         if self.io_threads is not None:
             self.io_threads.check(self.clock, grad.numel())
         grad.mul_(1.0 / self.world_size)
+
+    def _sum_with_peer_(self, grad: torch.Tensor) -> None:
+        """Two gloo ranks: send ``grad`` to the other rank, receive its, add (in place).
+
+        The same sum as ``all_reduce`` (and on both ranks bit for bit: IEEE addition commutes),
+        in one message each way. gloo's ring all-reduce passes the tensor between the calling
+        thread, a gloo worker and the event loop several times a call; the exchange after both
+        ranks arrived took a median 0.22-0.32 ms this way against 0.54-0.60 ms as an all-reduce
+        on the 2-core development machine (docs/distributed.md)."""
+        if self._peer_grad is None or self._peer_grad.shape != grad.shape:
+            self._peer_grad = torch.empty_like(grad)
+        peer = 1 - self.rank
+        works = [dist.isend(grad, peer), dist.irecv(self._peer_grad, peer)]
+        for work in works:
+            cast(dist.Work, work).wait()  # None only for ranks outside the group
+        grad.add_(self._peer_grad)
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` averaged over the ranks (a new tensor; ``values`` itself for one rank)."""

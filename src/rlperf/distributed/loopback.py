@@ -1,7 +1,8 @@
 """Two gloo ranks inside one measuring process and one partner process, for timing collectives.
 
 The benchmark registry's ``allreduce`` case times what a distributed run adds to each minibatch:
-one all-reduce of the policy's flat gradient. :func:`pair` starts a partner process that
+the sum of the policy's flat gradient over the two ranks, made as a 2-rank training run makes it
+(one send and one receive each, then an add). :func:`pair` starts a partner process that
 all-reduces a tensor of the same size in a loop, and returns this side's process group (its own
 store and group object, not torch.distributed's global default group, so cases of different
 sizes can follow each other in one process). The partner is a ``python -c`` subprocess of the
@@ -45,12 +46,22 @@ def _group(port: int, rank: int) -> Any:
     return group
 
 
+def sum_with_peer_(group: Any, rank: int, grad: torch.Tensor, peer_grad: torch.Tensor) -> None:
+    """Two gloo ranks' sum as a training run makes it (``group.Ranks._sum_with_peer_``): one
+    send and one receive each, then a local add."""
+    works = [group.send([grad], 1 - rank, 0), group.recv([peer_grad], 1 - rank, 0)]
+    for work in works:
+        work.wait()
+    grad.add_(peer_grad)
+
+
 def partner_loop(port: int, numel: int) -> None:
     """The partner rank: all-reduce ``numel`` floats until this side goes away."""
     torch.set_num_threads(1)
     group, grad = _group(port, 1), torch.zeros(numel)
+    peer_grad = torch.empty_like(grad)
     while True:
-        group.allreduce([grad]).wait()
+        sum_with_peer_(group, 1, grad, peer_grad)
 
 
 @dataclass
@@ -59,10 +70,13 @@ class Pair:
 
     group: Any
     partner: subprocess.Popen
+    peer_grad: torch.Tensor | None = None
 
     def allreduce_(self, grad: torch.Tensor) -> None:
         """Sum ``grad`` with the partner's (in place), as a distributed run's gradient."""
-        self.group.allreduce([grad]).wait()
+        if self.peer_grad is None or self.peer_grad.shape != grad.shape:
+            self.peer_grad = torch.empty_like(grad)
+        sum_with_peer_(self.group, 0, grad, self.peer_grad)
 
     def close(self) -> None:
         self.partner.kill()

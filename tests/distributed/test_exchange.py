@@ -1,0 +1,42 @@
+"""The gradient average between two gloo ranks: one send and one receive each, then a local add
+(``Ranks._sum_with_peer_``), must be the all-reduce's result bit for bit on both ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from ranks import run_ranks
+
+from rlperf.distributed.group import Ranks
+
+NUMEL = 9_220  # the default MLP's flat gradient
+
+
+def gradient(rank: int, call: int) -> torch.Tensor:
+    return torch.randn(NUMEL, generator=torch.Generator().manual_seed(1000 * rank + call))
+
+
+def average_three_times(ranks: Ranks) -> dict[str, list[torch.Tensor]]:
+    """Three minibatches' gradients through the trainer's path, and through all_reduce."""
+    assert ranks.grad_allreduce is not None
+    ours, reference = [], []
+    for call in range(3):
+        grad = gradient(ranks.rank, call)
+        ref = grad.clone()
+        ranks.grad_allreduce(grad)
+        dist.all_reduce(ref, op=dist.ReduceOp.SUM)
+        ours.append(grad)
+        reference.append(ref * (1.0 / ranks.world_size))
+    return {"ours": ours, "reference": reference, "calls": [ranks.clock.calls]}
+
+
+def test_two_gloo_ranks_average_as_all_reduce_bit_for_bit(tmp_path: Path) -> None:
+    rank0, rank1 = run_ranks(average_three_times, 2, tmp_path)
+    for call in range(3):
+        expected = (gradient(0, call) + gradient(1, call)) * 0.5
+        for got in (rank0, rank1):
+            assert torch.equal(got["ours"][call], expected)
+            assert torch.equal(got["reference"][call], expected)
+    assert rank0["calls"] == rank1["calls"] == [3]  # each call went through the clock
