@@ -247,8 +247,9 @@ def _optimizer_step(hidden: int) -> Prepared:
 
 
 def _allreduce(kind: str) -> Prepared:
-    """One all-reduce of the default ``kind`` policy's flat gradient between 2 gloo ranks on
-    this machine: what ``--nproc 2`` adds to every minibatch (``update/allreduce``)."""
+    """The sum of the default ``kind`` policy's flat gradient between 2 gloo ranks on this
+    machine, as ``--nproc 2`` makes it every minibatch (``update/allreduce``: one send and one
+    receive each, ``distributed/loopback.py``)."""
     try:
         from rlperf.distributed.loopback import pair
     except ImportError as e:  # older commits: no distributed training
