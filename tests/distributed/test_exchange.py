@@ -1,5 +1,5 @@
 """The gradient average between two gloo ranks: one send and one receive each, then a local add
-(``Ranks._sum_with_peer_``), must be the all-reduce's result bit for bit on both ranks."""
+(``group.PeerSum``), must be the all-reduce's result bit for bit on both ranks."""
 
 from __future__ import annotations
 

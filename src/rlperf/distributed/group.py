@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -167,6 +167,34 @@ class GlooIoThreads:
                 os.sched_setscheduler(tid, policy, os.sched_param(0))
 
 
+class PeerSum:
+    """The sum of a tensor over exactly two gloo ranks, in place: send it to the other rank,
+    receive the other's into a buffer kept between calls, add.
+
+    The same sum as ``all_reduce`` (and on both ranks bit for bit: IEEE addition commutes), in
+    one message each way. gloo's ring all-reduce passes the tensor between the calling thread, a
+    gloo worker and the event loop several times a call; the exchange after both ranks arrived
+    took a median 0.22-0.32 ms this way against 0.54-0.60 ms as an all-reduce on the 2-core
+    development machine (docs/distributed.md). Used by :class:`Ranks` for the gradient and by
+    the registry's ``allreduce`` case (``loopback.py``), so both time the same path.
+    """
+
+    def __init__(self, group: Any, rank: int) -> None:
+        self.group, self.peer = group, 1 - rank
+        self._buffer: torch.Tensor | None = None
+
+    def __call__(self, tensor: torch.Tensor) -> None:
+        if self._buffer is None or self._buffer.shape != tensor.shape:
+            self._buffer = torch.empty_like(tensor)
+        works = [
+            self.group.send([tensor], self.peer, 0),
+            self.group.recv([self._buffer], self.peer, 0),
+        ]
+        for work in works:
+            work.wait()
+        tensor.add_(self._buffer)
+
+
 @contextlib.contextmanager
 def _collective() -> Iterator[None]:
     try:
@@ -206,7 +234,7 @@ class Ranks:
     _objects: Any = None  # a gloo process group for Python objects (checkpoint parts)
     clock: AllreduceClock = field(default_factory=lambda: AllreduceClock(capacity=1))
     io_threads: GlooIoThreads | None = None
-    _peer_grad: torch.Tensor | None = None  # two gloo ranks: the other's gradient, reused
+    peer_sum: PeerSum | None = None  # exactly two gloo ranks: the gradient's sum (join)
 
     @property
     def is_main(self) -> bool:
@@ -250,30 +278,14 @@ class Ranks:
         # SUM then one scale: gloo has no AVG op; the scale is one fused kernel.
         arrive_ns = time.monotonic_ns()
         with _collective():
-            if self.world_size == 2 and self.backend == "gloo":
-                self._sum_with_peer_(grad)
+            if self.peer_sum is not None:
+                self.peer_sum(grad)
             else:
                 dist.all_reduce(grad, op=dist.ReduceOp.SUM)
         self.clock.record(arrive_ns, time.monotonic_ns())
         if self.io_threads is not None:
             self.io_threads.check(self.clock, grad.numel())
         grad.mul_(1.0 / self.world_size)
-
-    def _sum_with_peer_(self, grad: torch.Tensor) -> None:
-        """Two gloo ranks: send ``grad`` to the other rank, receive its, add (in place).
-
-        The same sum as ``all_reduce`` (and on both ranks bit for bit: IEEE addition commutes),
-        in one message each way. gloo's ring all-reduce passes the tensor between the calling
-        thread, a gloo worker and the event loop several times a call; the exchange after both
-        ranks arrived took a median 0.22-0.32 ms this way against 0.54-0.60 ms as an all-reduce
-        on the 2-core development machine (docs/distributed.md)."""
-        if self._peer_grad is None or self._peer_grad.shape != grad.shape:
-            self._peer_grad = torch.empty_like(grad)
-        peer = 1 - self.rank
-        works = [dist.isend(grad, peer), dist.irecv(self._peer_grad, peer)]
-        for work in works:
-            cast(dist.Work, work).wait()  # None only for ranks outside the group
-        grad.add_(self._peer_grad)
 
     def mean(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` averaged over the ranks (a new tensor; ``values`` itself for one rank)."""
@@ -348,8 +360,10 @@ def join(
     )  # fmt: skip
     objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
     io_threads = GlooIoThreads.find().make_idle() if gloo_io == "idle" else None
+    two_gloo = world_size == 2 and backend == "gloo"
+    peer_sum = PeerSum(dist.group.WORLD, rank) if two_gloo else None
     return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects,
-                 AllreduceClock(), io_threads)  # fmt: skip
+                 AllreduceClock(), io_threads, peer_sum)  # fmt: skip
 
 
 def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:

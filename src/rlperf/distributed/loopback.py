@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rlperf.distributed.group import GlooIoThreads
+from rlperf.distributed.group import GlooIoThreads, PeerSum
 
 TIMEOUT = datetime.timedelta(seconds=60)
 
@@ -46,37 +46,24 @@ def _group(port: int, rank: int) -> Any:
     return group
 
 
-def sum_with_peer_(group: Any, rank: int, grad: torch.Tensor, peer_grad: torch.Tensor) -> None:
-    """Two gloo ranks' sum as a training run makes it (``group.Ranks._sum_with_peer_``): one
-    send and one receive each, then a local add."""
-    works = [group.send([grad], 1 - rank, 0), group.recv([peer_grad], 1 - rank, 0)]
-    for work in works:
-        work.wait()
-    grad.add_(peer_grad)
-
-
 def partner_loop(port: int, numel: int) -> None:
     """The partner rank: all-reduce ``numel`` floats until this side goes away."""
     torch.set_num_threads(1)
-    group, grad = _group(port, 1), torch.zeros(numel)
-    peer_grad = torch.empty_like(grad)
+    peer_sum, grad = PeerSum(_group(port, 1), 1), torch.zeros(numel)
     while True:
-        sum_with_peer_(group, 1, grad, peer_grad)
+        peer_sum(grad)
 
 
 @dataclass
 class Pair:
     """This process's side of a 2-rank gloo group; :meth:`allreduce_` is one all-reduce."""
 
-    group: Any
+    peer_sum: PeerSum
     partner: subprocess.Popen
-    peer_grad: torch.Tensor | None = None
 
     def allreduce_(self, grad: torch.Tensor) -> None:
         """Sum ``grad`` with the partner's (in place), as a distributed run's gradient."""
-        if self.peer_grad is None or self.peer_grad.shape != grad.shape:
-            self.peer_grad = torch.empty_like(grad)
-        sum_with_peer_(self.group, 0, grad, self.peer_grad)
+        self.peer_sum(grad)
 
     def close(self) -> None:
         self.partner.kill()
@@ -90,6 +77,6 @@ def pair(numel: int) -> Pair:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     code = f"from rlperf.distributed.loopback import partner_loop; partner_loop({port}, {numel})"
     partner = subprocess.Popen([sys.executable, "-c", code], env=env)
-    side = Pair(_group(port, 0), partner)
+    side = Pair(PeerSum(_group(port, 0), 0), partner)
     atexit.register(side.close)
     return side
