@@ -112,16 +112,30 @@ class GlooIoThreads:
         self.tids = tids
         self.idle = False
 
+    # gloo starts its loop thread with the group, and the thread names itself once it runs: on a
+    # busy machine a listing made right after the group was created can still see it unnamed.
+    FIND_TIMEOUT_S = 1.0
+
     @classmethod
-    def find(cls) -> GlooIoThreads:
-        """The gloo I/O threads alive in this process now (none off Linux)."""
+    def find(cls, at_least: int = 1) -> GlooIoThreads:
+        """This process's gloo I/O threads, waiting up to :attr:`FIND_TIMEOUT_S` for
+        ``at_least`` of them to carry their name (none off Linux)."""
+        if not os.path.isdir("/proc/self/task"):
+            return cls([])
+        deadline = time.monotonic() + cls.FIND_TIMEOUT_S
+        while len(tids := cls._named()) < at_least and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return cls(tids)
+
+    @staticmethod
+    def _named() -> list[int]:
         tids = []
-        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+        for tid in os.listdir("/proc/self/task"):
             with contextlib.suppress(FileNotFoundError):  # a thread that just ended
                 with open(f"/proc/self/task/{tid}/comm") as f:
                     if f.read().strip() == GLOO_IO_THREAD:
                         tids.append(int(tid))
-        return cls(tids)
+        return tids
 
     def make_idle(self) -> GlooIoThreads:
         """Move the threads to ``SCHED_IDLE`` (a no-op without it); returns self."""
