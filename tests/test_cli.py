@@ -4,7 +4,6 @@ rejected with one line on stderr and exit status 2 before any work, losing nothi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 from rlperf.cli import EXIT_FAILED, EXIT_USAGE, main
+from rlperf.cores import usable_cores
 from rlperf.envs import CartPoleVec
 
 SMALL = [
@@ -179,8 +179,8 @@ BAD_TRAIN_ARGS = [
     ),
     (["--vec-backend", "multiprocess", "--num-workers", "0"], "--num-workers must be >= 1"),
     (
-        ["--vec-backend", "multiprocess", "--num-workers", str((os.cpu_count() or 1) + 1)],
-        "cores: use fewer workers, or --oversubscribe",
+        ["--vec-backend", "multiprocess", "--num-workers", str(usable_cores() + 1)],
+        "may use: use fewer workers, or --oversubscribe",
     ),
     (
         ["--vec-backend", "multiprocess", "--num-workers", "2", "--env-batch-size", "3"],

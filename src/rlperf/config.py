@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
+
+from rlperf.cores import usable_cores
 
 
 class ConfigError(ValueError):
@@ -130,13 +131,13 @@ class EnvConfig:
             raise ConfigError(
                 f"--worker-spin-us must be >= 0, or -1 for automatic, got {self.worker_spin_us:g}"
             )
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         if self.num_workers < 1:
             raise ConfigError(f"--num-workers must be >= 1, got {self.num_workers}")
         if self.num_workers > cores and not self.oversubscribe:
             raise ConfigError(
-                f"--num-workers {self.num_workers} is more than this machine's {cores} cores: "
-                "use fewer workers, or --oversubscribe to share cores"
+                f"--num-workers {self.num_workers} is more than the {cores} cores this process "
+                "may use: use fewer workers, or --oversubscribe to share cores"
             )
         if self.num_envs % self.num_workers:
             raise ConfigError(

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rlperf.cores import usable_cores
 from rlperf.distributed.group import (
     BACKENDS,
     DEFAULT_TIMEOUT_S,
@@ -100,7 +101,7 @@ def available_slots(device: str) -> tuple[int, str]:
         import torch
 
         return torch.cuda.device_count(), "GPUs"
-    return len(os.sched_getaffinity(0)), "cores"
+    return usable_cores(), "cores"
 
 
 def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | None) -> str | None:
@@ -125,8 +126,8 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
     slots, what = available_slots(device)
     if args.nproc > slots and not getattr(args, "oversubscribe", False):
         return (
-            f"--nproc {args.nproc} is more than this machine's {slots} {what}: ranks would "
-            "share them and each run slower (give --oversubscribe to do it anyway)"
+            f"--nproc {args.nproc} is more than the {slots} {what} this process may use: "
+            "ranks would share them and each run slower (give --oversubscribe to do it anyway)"
         )
     if args.nnodes > 1 and not args.rdzv_endpoint:
         return "--nnodes above 1 needs --rdzv-endpoint HOST:PORT, the same on every machine"

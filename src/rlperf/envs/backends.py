@@ -13,6 +13,7 @@ import os
 from gymnasium.vector import VectorEnv
 
 from rlperf.config import EnvConfig
+from rlperf.cores import usable_cores
 from rlperf.envs.registry import make_vec
 
 # The automatic --worker-spin-us where every process has a core: long enough to cover the
@@ -30,8 +31,7 @@ def worker_spin_us(cfg: EnvConfig, trainer_threads: int) -> float:
         return cfg.worker_spin_us
     processes = cfg.num_workers - (1 if cfg.inline_worker else 0) + trainer_threads
     processes *= int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return AUTO_SPIN_US if processes <= (cores or 1) else 0.0
+    return AUTO_SPIN_US if processes <= usable_cores() else 0.0
 
 
 def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> VectorEnv:
