@@ -61,17 +61,21 @@ def spread(values: list[float], fmt: str = ",.0f") -> str:
             f"[{min(values):{fmt}} - {max(values):{fmt}}]")  # fmt: skip
 
 
-def contenders(gloo_io: list[str]) -> list[tuple[str, int, list[str]]]:
-    """(name, ranks, extra flags): one rank, then two ranks with each ``--gloo-io`` setting."""
-    return [("1 rank", 1, [])] + [
-        (f"2 ranks, --gloo-io {io}", 2, ["--gloo-io", io]) for io in gloo_io
+def contenders(gloo_io: list[str], exchanges: list[str]) -> list[tuple[str, int, list[str]]]:
+    """(name, ranks, extra flags): one rank, then two ranks with each ``--gloo-io`` and
+    ``--grad-exchange`` setting."""
+    two = [
+        (f"2 ranks, {io}, {ex}", 2, ["--gloo-io", io, "--grad-exchange", ex])
+        for io in gloo_io
+        for ex in exchanges
     ]
+    return [("1 rank", 1, [])] + two
 
 
 def measure(policy: str, num_envs: int, rounds: int, iterations: int, seed: int,
-            gloo_io: list[str]) -> dict:  # fmt: skip
+            gloo_io: list[str], exchanges: list[str]) -> dict:  # fmt: skip
     """Every contender once a round, the order rotated round by round."""
-    runs = contenders(gloo_io)
+    runs = contenders(gloo_io, exchanges)
     results: dict[str, list[dict]] = {name: [] for name, _, _ in runs}
     for r in range(rounds):
         shift = r % len(runs)
@@ -90,12 +94,17 @@ def measure(policy: str, num_envs: int, rounds: int, iterations: int, seed: int,
 def report(m: dict) -> str:
     lines = [f"{m['policy']} at {m['num_envs_per_rank']} envs per rank, 1 thread per rank:"]
     for name, runs in m["runs"].items():
-        line = f"  {name:<26} SPS {spread([x['sps'] for x in runs])}"
+        line = f"  {name:<30} SPS {spread([x['sps'] for x in runs])}"
         if name in m["paired_ratio"]:
             line += (f"; paired ratio over 1 rank {spread(m['paired_ratio'][name], '.2f')}; "
                      f"update/allreduce {spread([x['allreduce_pct'] for x in runs], '.1f')}% "
                      "of wall")  # fmt: skip
         lines.append(line)
+    two = [name for name in m["runs"] if name in m["paired_ratio"]]
+    for name in two[1:]:  # each other 2-rank setting against the first, round by round
+        first, other = m["runs"][two[0]], m["runs"][name]
+        pairs = [b["sps"] / a["sps"] for a, b in zip(first, other, strict=True)]
+        lines.append(f"  {name} over {two[0]}: SPS paired {spread(pairs, '.2f')}")
     return "\n".join(lines)
 
 
@@ -111,6 +120,11 @@ def main() -> None:
         "--gloo-io", default="idle,normal",
         help="the 2-rank runs' --gloo-io settings, each its own contender (default: idle,normal)",
     )  # fmt: skip
+    parser.add_argument(
+        "--grad-exchange", default="auto",
+        help="the 2-rank runs' --grad-exchange settings, each its own contender with each "
+        "--gloo-io (default: auto)",
+    )  # fmt: skip
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     load = os.getloadavg()[0]
@@ -118,7 +132,8 @@ def main() -> None:
           f"({time.strftime('%Y-%m-%d %H:%M')})")  # fmt: skip
     envs = {"mlp": args.mlp_envs, "lstm": args.lstm_envs}
     gloo_io = args.gloo_io.split(",")
-    results = [measure(p, envs[p], args.rounds, args.iterations, args.seed, gloo_io)
+    exchanges = args.grad_exchange.split(",")
+    results = [measure(p, envs[p], args.rounds, args.iterations, args.seed, gloo_io, exchanges)
                for p in args.policies.split(",")]  # fmt: skip
     print()
     for m in results:

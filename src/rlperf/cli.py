@@ -359,7 +359,7 @@ def join_ranks(args: argparse.Namespace) -> Ranks:
     from rlperf.distributed.group import join
 
     device = getattr(args, "device", None) or preset(args.preset).run.device
-    return join(args.dist_backend, device, args.dist_timeout_s, args.gloo_io)
+    return join(args.dist_backend, device, args.dist_timeout_s, args.gloo_io, args.grad_exchange)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

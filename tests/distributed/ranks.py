@@ -24,24 +24,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, world_size: int, port: int, fn: Callable, out: str, args: tuple) -> None:
+def _rank_main(rank: int, world_size: int, port: int, fn: Callable, out: str, args: tuple,
+               join_options: dict[str, Any]) -> None:  # fmt: skip
     os.environ.update(
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
     )  # fmt: skip
     torch.set_num_threads(1)
-    ranks = join("gloo", "cpu", TIMEOUT_S)
+    ranks = join("gloo", "cpu", TIMEOUT_S, **join_options)
     try:
         torch.save(fn(ranks, *args), Path(out) / f"rank{rank}.pt")
     finally:
         ranks.close()
 
 
-def run_ranks(fn: Callable[..., Any], world_size: int, tmp: Path, *args: Any) -> list[Any]:
+def run_ranks(fn: Callable[..., Any], world_size: int, tmp: Path, *args: Any,
+              join_options: dict[str, Any] | None = None) -> list[Any]:  # fmt: skip
     """``fn(ranks, *args)`` on ``world_size`` gloo ranks (spawned processes, one thread
-    each); returns what each rank returned, in rank order. ``fn`` must be importable."""
+    each, joined with ``join(..., **join_options)``); returns what each rank returned, in rank
+    order. ``fn`` must be importable."""
     mp.start_processes(
-        _rank_main, (world_size, free_port(), fn, str(tmp), args), nprocs=world_size,
+        _rank_main, (world_size, free_port(), fn, str(tmp), args, join_options or {}),
+        nprocs=world_size,
         start_method="spawn",
     )  # fmt: skip
     return [torch.load(tmp / f"rank{r}.pt", weights_only=False) for r in range(world_size)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 from ranks import run_ranks
@@ -29,7 +30,8 @@ def average_three_times(ranks: Ranks) -> dict[str, list[torch.Tensor]]:
         dist.all_reduce(ref, op=dist.ReduceOp.SUM)
         ours.append(grad)
         reference.append(ref * (1.0 / ranks.world_size))
-    return {"ours": ours, "reference": reference, "calls": [ranks.clock.calls]}
+    return {"ours": ours, "reference": reference, "calls": [ranks.clock.calls],
+            "exchange": ranks.grad_exchange}  # fmt: skip
 
 
 def test_two_gloo_ranks_average_as_all_reduce_bit_for_bit(tmp_path: Path) -> None:
@@ -40,3 +42,18 @@ def test_two_gloo_ranks_average_as_all_reduce_bit_for_bit(tmp_path: Path) -> Non
             assert torch.equal(got["ours"][call], expected)
             assert torch.equal(got["reference"][call], expected)
     assert rank0["calls"] == rank1["calls"] == [3]  # each call went through the clock
+
+
+@pytest.mark.parametrize(("option", "exchange"), [("auto", "sendrecv"), ("allreduce", "allreduce")])
+def test_grad_exchange_picks_the_path_and_both_average_bit_for_bit(
+    tmp_path: Path, option: str, exchange: str
+) -> None:
+    results = run_ranks(average_three_times, 2, tmp_path, join_options={"grad_exchange": option})
+    for call in range(3):
+        expected = (gradient(0, call) + gradient(1, call)) * 0.5
+        assert all(torch.equal(got["ours"][call], expected) for got in results)
+    assert [got["exchange"] for got in results] == [exchange, exchange]
+
+
+def test_a_single_process_has_no_exchange() -> None:
+    assert Ranks().grad_exchange is None

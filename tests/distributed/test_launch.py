@@ -90,6 +90,7 @@ def test_two_nodes_on_one_host_write_one_run_directory(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ranks"] == 2 and summary["global_step"] == 3 * 2 * 4 * 8
     assert summary["gloo_io"] == "idle"  # the default, its threads found on rank 0
+    assert summary["grad_exchange"] == "sendrecv"  # the default for exactly two gloo ranks
     assert len(rows(run_dir)) == 3
     # Rank 0 printed the summary; the other node printed none.
     assert sum("steps in" in out for out, _ in outputs) == 1
@@ -99,8 +100,9 @@ def test_two_nodes_on_one_host_write_one_run_directory(tmp_path: Path) -> None:
     ("flags", "says"),
     [
         (["--nproc", "0"], "--nproc must be at least 1, got 0"),
-        (["--nproc", "64"], "is more than this machine's"),
+        (["--nproc", "64"], "cores this process may use"),
         (["--nproc", "2", "--dist-backend", "nccl"], "nccl needs CUDA"),
+        (["--nproc", "2", "--grad-exchange", "ring"], "invalid choice: 'ring'"),
     ],
 )
 def test_bad_launch_flags(tmp_path: Path, flags: list[str], says: str) -> None:

@@ -38,6 +38,8 @@ import torch.distributed as dist
 
 BACKENDS = ("auto", "gloo", "nccl")
 GLOO_IO_PRIORITIES = ("idle", "normal")
+# auto: two gloo ranks exchange the gradient by send and receive (PeerSum), others all-reduce.
+GRAD_EXCHANGES = ("auto", "allreduce")
 # The name gloo's TCP transport gives the thread that runs its epoll loop (one per device).
 GLOO_IO_THREAD = "gloo_tcp_loop"
 DEFAULT_TIMEOUT_S = 60.0
@@ -269,6 +271,14 @@ class Ranks:
             return "normal"
         return "idle" if self.io_threads.idle else "normal (restored)"
 
+    @property
+    def grad_exchange(self) -> str | None:
+        """How the gradient's sum travels: ``sendrecv`` (:class:`PeerSum`) or ``allreduce``;
+        None for a single process."""
+        if not self.distributed:
+            return None
+        return "sendrecv" if self.peer_sum is not None else "allreduce"
+
     def seed(self, seed: int) -> int:
         """This rank's seed for the run's ``seed`` (rank 0 keeps it)."""
         return seed + RANK_SEED_STRIDE * self.rank
@@ -347,7 +357,11 @@ SINGLE = Ranks()
 
 
 def join(
-    backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S, gloo_io: str = "idle"
+    backend: str,
+    device: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    gloo_io: str = "idle",
+    grad_exchange: str = "auto",
 ) -> Ranks:
     """Join the process group the launcher described in the environment; :data:`SINGLE`
     outside a launched rank or in a world of one.
@@ -359,6 +373,9 @@ def join(
         timeout_s: how long a collective may wait for the other ranks before it fails.
         gloo_io: ``idle`` puts gloo's I/O threads under ``SCHED_IDLE`` while that does not
             starve them (:class:`GlooIoThreads`); ``normal`` leaves them as gloo made them.
+        grad_exchange: ``auto`` sums the gradient of exactly two gloo ranks by send and
+            receive (:class:`PeerSum`) and all-reduces otherwise; ``allreduce`` always
+            all-reduces.
     """
     if not launched_rank() or int(os.environ["WORLD_SIZE"]) == 1:
         return SINGLE
@@ -374,7 +391,7 @@ def join(
     )  # fmt: skip
     objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
     io_threads = GlooIoThreads.find().make_idle() if gloo_io == "idle" else None
-    two_gloo = world_size == 2 and backend == "gloo"
+    two_gloo = world_size == 2 and backend == "gloo" and grad_exchange == "auto"
     peer_sum = PeerSum(dist.group.WORLD, rank) if two_gloo else None
     return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects,
                  AllreduceClock(), io_threads, peer_sum)  # fmt: skip

@@ -35,6 +35,7 @@ from rlperf.distributed.group import (
     BACKENDS,
     DEFAULT_TIMEOUT_S,
     GLOO_IO_PRIORITIES,
+    GRAD_EXCHANGES,
     is_collective_error,
     launched_rank,
 )
@@ -87,6 +88,11 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
         help="idle: gloo's I/O threads give way to any other thread, which cuts the all-reduce's "
         "tail where the ranks fill the cores; normal: on a machine busy with other work "
         "(default: idle)",
+    )  # fmt: skip
+    group.add_argument(
+        "--grad-exchange", default="auto", choices=GRAD_EXCHANGES,
+        help="auto: two gloo ranks swap gradients by send and receive, more ranks all-reduce; "
+        "allreduce: always all-reduce (default: auto)",
     )  # fmt: skip
 
 

@@ -349,6 +349,7 @@ class Trainer:
             "interrupted": self.interrupted,
             **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks.world_size),
             "gloo_io": self.ranks.gloo_io,
+            "grad_exchange": self.ranks.grad_exchange,
         }
 
     # -- checkpoints ---------------------------------------------------------------------
