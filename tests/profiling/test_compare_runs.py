@@ -9,12 +9,15 @@ import pytest
 from rlperf.cli import main
 from rlperf.config import ConfigError
 from rlperf.profiling.compare import (
+    ENV_PHASE,
     SPS,
     Comparison,
     compare_runs,
     explain,
+    one_sided,
     parse_overrides,
     render_explanation,
+    render_reports,
     render_runs,
     to_flags,
 )
@@ -174,3 +177,68 @@ def test_compare_of_env_options_with_cprofile_and_the_explanation(tmp_path, caps
     assert "observe=position" in saved["b_flags"]
     assert saved["explanation"][0]["section"] == "rollout/env_step"
     assert (tmp_path / "a_1" / "train.pstats").is_file()
+
+
+def serial_and_workers(report_factory) -> tuple[list[dict], list[dict]]:
+    """Serial runs (``env_step``) against worker runs (``env_send`` + ``env_recv``)."""
+
+    def serial(env_s: float, wall_s: float) -> dict:
+        return report_factory(
+            [("rollout", 1.5 + env_s, 1), ("rollout/env_step", env_s, 100),
+             ("update", 5.0, 1), ("update/loss", 3.0, 10)],
+            wall_s=wall_s, sps=100_000 / wall_s,
+        )  # fmt: skip
+
+    def workers(send_s: float, recv_s: float, wall_s: float) -> dict:
+        return report_factory(
+            [("rollout", 1.5 + send_s + recv_s, 1), ("rollout/env_send", send_s, 100),
+             ("rollout/env_recv", recv_s, 100), ("update", 5.0, 1), ("update/loss", 3.0, 10)],
+            wall_s=wall_s, sps=100_000 / wall_s,
+        )  # fmt: skip
+
+    a = [serial(3.5, 10.0), serial(3.6, 10.1), serial(3.4, 9.9)]
+    b = [workers(1.8, 0.2, 8.5), workers(1.9, 0.2, 8.6), workers(1.7, 0.2, 8.4)]
+    return a, b
+
+
+def test_serial_against_workers_pairs_the_env_phase(report_factory):
+    a, b = serial_and_workers(report_factory)
+    by_name = {c.name: c for c in compare_runs(a, b)}
+    env = by_name[ENV_PHASE]
+    assert env.a == pytest.approx([35.0, 36.0, 34.0])  # ms per 1,000 steps: env_step
+    assert env.b == pytest.approx([20.0, 21.0, 19.0])  # env_send + env_recv
+    assert "rollout/env_step" not in by_name and "rollout/env_send" not in by_name
+    assert [c.name for c in compare_runs(a, b)][:3] == [SPS, "rollout", ENV_PHASE]
+    only = one_sided(a, b)
+    assert [(name, side) for name, side, _ in only] == [
+        ("rollout/env_step", "A"),
+        ("rollout/env_send", "B"),
+        ("rollout/env_recv", "B"),
+    ]
+    text = render_runs(compare_runs(a, b), "serial", "workers", only)
+    assert "env: step | send+recv" in text
+    step_line = next(line for line in text.splitlines() if line.startswith("rollout/env_step"))
+    assert step_line.rstrip().endswith("only in A") and " - " in step_line
+
+
+def test_amdahl_explains_the_workers_by_the_env_phase(report_factory):
+    a, b = serial_and_workers(report_factory)
+    (env, *_) = explain(a, b, compare_runs(a, b))
+    assert env.section == ENV_PHASE
+    assert env.share == pytest.approx(0.35, abs=0.005)  # env_step over wall
+    assert env.speedup == pytest.approx(35.0 / 20.0, abs=0.01)
+    assert env.predicted == pytest.approx(1 / (0.65 + 0.35 / 1.75), abs=2e-3)
+
+
+def test_the_same_backend_on_both_sides_has_no_env_phase_row(report_factory):
+    a = [report_factory([("rollout", 5.0, 1), ("rollout/env_step", 2.0, 10)])] * 3
+    assert ENV_PHASE not in [c.name for c in compare_runs(a, a)]
+    assert one_sided(a, a) == []
+
+
+def test_two_reports_table_lists_one_sided_sections(report_factory):
+    a, b = serial_and_workers(report_factory)
+    text = render_reports(a[0], b[0], "serial.json", "workers.json")
+    assert "env: step | send+recv" in text
+    assert any(line.startswith("rollout/env_recv") and "only in candidate" in line
+               for line in text.splitlines())  # fmt: skip

@@ -118,7 +118,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     comparisons = compare.compare_runs(a_reports, b_reports)
     explanations = compare.explain(a_reports, b_reports, comparisons)
-    print(compare.render_runs(comparisons, args.a or "(base)", args.b or "(base)"))
+    only = compare.one_sided(a_reports, b_reports)
+    print(compare.render_runs(comparisons, args.a or "(base)", args.b or "(base)", only))
     print(compare.render_explanation(explanations))
     if args.cprofile:
         from rlperf.profiling.cprofile import top_functions

@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,11 @@ from rlperf.timing import names
 MIN_REPEATS = 3
 SPS = "SPS"
 ENV_STEP = names.path(names.ROLLOUT, names.ENV_STEP)
+ENV_SECTIONS = (ENV_STEP, *(names.path(names.ROLLOUT, n) for n in (names.ENV_SEND, names.ENV_RECV)))
+# A figure, not a section: the rollout's env phase whatever the backend, the serial env step or
+# the worker backend's send plus receive. Shown where the two sides step their envs differently
+# (serial against workers), so the rows still pair up and Amdahl has an env phase to explain.
+ENV_PHASE = "rollout/env"
 
 
 # -- figures from reports ------------------------------------------------------------------
@@ -61,7 +67,19 @@ def figures(report: dict[str, Any]) -> dict[str, float]:
     out = {SPS: float(report["totals"]["sps"])}
     for e in report["sections"]:
         out[e["name"]] = e["total_s"] * 1e6 / steps
+    if any(name in out for name in ENV_SECTIONS):
+        out[ENV_PHASE] = _seconds(report, ENV_PHASE) * 1e6 / steps
     return out
+
+
+def _seconds(report: dict[str, Any], name: str) -> float:
+    """Total seconds of section ``name`` (0 if absent); for :data:`ENV_PHASE`, its sections'."""
+    wanted = ENV_SECTIONS if name == ENV_PHASE else (name,)
+    return sum(e["total_s"] for e in report["sections"] if e["name"] in wanted)
+
+
+def _env_sections(report: dict[str, Any]) -> frozenset[str]:
+    return frozenset(e["name"] for e in report["sections"] if e["name"] in ENV_SECTIONS)
 
 
 def _order(reports: list[dict[str, Any]]) -> list[str]:
@@ -83,6 +101,8 @@ def _order(reports: list[dict[str, Any]]) -> list[str]:
 
 
 def _label(name: str) -> str:
+    if name == ENV_PHASE:
+        return "  env: step | send+recv"
     return name if name == SPS else "  " * name.count("/") + name.rsplit("/", 1)[-1]
 
 
@@ -134,13 +154,30 @@ class Comparison:
 def compare_runs(
     a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]
 ) -> list[Comparison]:
-    """Paired comparisons of every figure present in all runs of both sides."""
+    """Paired comparisons of every figure present in all runs of both sides, and of the env
+    phase (:data:`ENV_PHASE`, after ``rollout``) where the runs step their envs differently."""
     a_figs = [figures(r) for r in a_reports]
     b_figs = [figures(r) for r in b_reports]
+    order = _order(a_reports + b_reports)
+    if len({_env_sections(r) for r in a_reports + b_reports}) > 1 and names.ROLLOUT in order:
+        order.insert(order.index(names.ROLLOUT) + 1, ENV_PHASE)
     out = []
-    for name in _order(a_reports + b_reports):
+    for name in order:
         if all(name in f for f in a_figs + b_figs):
             out.append(Comparison(name, [f[name] for f in a_figs], [f[name] for f in b_figs]))
+    return out
+
+
+def one_sided(
+    a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]
+) -> list[tuple[str, str, list[float]]]:
+    """Sections in every run of one side and in no run of the other (``rollout/env_step``
+    against the workers' ``env_send`` and ``env_recv``): ``(name, "A" or "B", values)``."""
+    out = []
+    for name in _order(a_reports + b_reports):
+        for side, mine, other in (("A", a_reports, b_reports), ("B", b_reports, a_reports)):
+            if all(name in figures(r) for r in mine) and not any(name in figures(r) for r in other):
+                out.append((name, side, [figures(r)[name] for r in mine]))
     return out
 
 
@@ -155,8 +192,14 @@ def _spread(name: str, values: list[float]) -> str:
     return f"{_fmt(name, mid)} [{_fmt(name, min(values))}-{_fmt(name, max(values))}]"
 
 
-def render_runs(comparisons: list[Comparison], a_label: str, b_label: str) -> str:
-    """The median [min-max] table with paired change, noise and verdict per figure."""
+def render_runs(
+    comparisons: list[Comparison],
+    a_label: str,
+    b_label: str,
+    only: Sequence[tuple[str, str, list[float]]] = (),
+) -> str:
+    """The median [min-max] table with paired change, noise and verdict per figure; below it
+    the ``only`` rows (:func:`one_sided`), which have nothing to pair with."""
     n = len(comparisons[0].a) if comparisons else 0
     width = max([12] + [len(_spread(c.name, v)) + 2 for c in comparisons for v in (c.a, c.b)])
     lines = [
@@ -174,6 +217,11 @@ def render_runs(comparisons: list[Comparison], a_label: str, b_label: str) -> st
             f"{_label(c.name):<28}{_spread(c.name, c.a):>{width}}{_spread(c.name, c.b):>{width}}"
             f"{c.median_change:>+9.1%}{c.noise:>9.1%}  {c.verdict}"
         )
+    for name, side, values in only:
+        a_cell, b_cell = (
+            (_spread(name, values), "-") if side == "A" else ("-", _spread(name, values))
+        )
+        lines.append(f"{name:<28}{a_cell:>{width}}{b_cell:>{width}}{'':>18}  only in {side}")
     return "\n".join(lines)
 
 
@@ -193,6 +241,12 @@ def render_reports(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: st
             f"{_label(c.name):<34}{_fmt(c.name, c.a[0]):>12}{_fmt(c.name, c.b[0]):>12}"
             f"{c.median_change:>+10.1%}"
         )
+    for name, side, values in one_sided([a], [b]):
+        a_cell, b_cell = (
+            (_fmt(name, values[0]), "-") if side == "A" else ("-", _fmt(name, values[0]))
+        )
+        which = "baseline" if side == "A" else "candidate"
+        lines.append(f"{name:<34}{a_cell:>12}{b_cell:>12}  only in {which}")
     lines += [
         "-" * 68,
         "one run per side: the table cannot show noise; differences of a few percent are",
@@ -299,8 +353,7 @@ class Explanation:
 
 def _share(report: dict[str, Any], section: str) -> float:
     wall = report["totals"]["wall_s"]
-    total = next((e["total_s"] for e in report["sections"] if e["name"] == section), 0.0)
-    return total / wall if wall > 0 else 0.0
+    return _seconds(report, section) / wall if wall > 0 else 0.0
 
 
 def explain(
@@ -308,8 +361,9 @@ def explain(
     b_reports: list[dict[str, Any]],
     comparisons: list[Comparison],
 ) -> list[Explanation]:
-    """Amdahl's prediction for the env step and for the section that changed most (leaf
-    sections only: a parent's change is its children's)."""
+    """Amdahl's prediction for the env step (the env phase, :data:`ENV_PHASE`, where one side
+    steps its envs in workers) and for the section that changed most (leaf sections only: a
+    parent's change is its children's)."""
     by_name = {c.name: c for c in comparisons}
     sps = by_name.get(SPS)
     if sps is None:
@@ -318,7 +372,7 @@ def explain(
     parents = {n.rsplit("/", 1)[0] for n in by_name if "/" in n}
     leaves = [c for c in comparisons if c.name != SPS and c.name not in parents
               and not names.is_measurement(c.name)]  # fmt: skip
-    chosen = [ENV_STEP] if ENV_STEP in by_name else []
+    chosen = [env for env in (ENV_STEP, ENV_PHASE) if env in by_name][:1]
     if leaves:
         biggest = max(leaves, key=lambda c: abs(statistics.median(
             [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0] or [1.0]) - 1.0))  # fmt: skip
