@@ -164,6 +164,24 @@ def test_env_options_are_settings_of_a_side():
         parse_overrides("turbo=false", "b", env="cartpole")
 
 
+def test_compare_serial_against_workers_end_to_end(tmp_path, capsys):
+    code = main(["compare", "--env", "cartpole", "--num-envs", "8", "--num-steps", "16",
+                 "--total-steps", "512", "--threads", "1", "--a", "", "--b",
+                 "backend=multiprocess num_workers=2", "--repeats", "1", "--out",
+                 str(tmp_path)])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "env: step | send+recv" in out and "only in B" in out
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    assert ENV_PHASE in {f["name"] for f in saved["figures"]}
+    assert {(o["name"], o["side"]) for o in saved["one_sided"]} == {
+        ("rollout/env_step", "A"),
+        ("rollout/env_send", "B"),
+        ("rollout/env_recv", "B"),
+    }
+    assert saved["explanation"][0]["section"] == ENV_PHASE
+
+
 def test_compare_of_env_options_with_cprofile_and_the_explanation(tmp_path, capsys):
     argv = ["compare", "--env", "cartpole", "--num-envs", "8", "--num-steps", "16",
             "--total-steps", "512", "--threads", "1", "--a", "observe=full", "--b",

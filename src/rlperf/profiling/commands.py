@@ -161,6 +161,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 }
                 for e in explanations
             ],  # fmt: skip
+            "one_sided": [
+                {"name": name, "side": side, "values": values} for name, side, values in only
+            ],  # fmt: skip
         }
         (out_dir / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
         print(f"\ncompare: {out_dir / 'compare.json'} (reports in {out_dir}/a_N, b_N)")

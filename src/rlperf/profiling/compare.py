@@ -173,11 +173,13 @@ def one_sided(
 ) -> list[tuple[str, str, list[float]]]:
     """Sections in every run of one side and in no run of the other (``rollout/env_step``
     against the workers' ``env_send`` and ``env_recv``): ``(name, "A" or "B", values)``."""
+    a_figs = [figures(r) for r in a_reports]
+    b_figs = [figures(r) for r in b_reports]
     out = []
     for name in _order(a_reports + b_reports):
-        for side, mine, other in (("A", a_reports, b_reports), ("B", b_reports, a_reports)):
-            if all(name in figures(r) for r in mine) and not any(name in figures(r) for r in other):
-                out.append((name, side, [figures(r)[name] for r in mine]))
+        for side, mine, other in (("A", a_figs, b_figs), ("B", b_figs, a_figs)):
+            if all(name in f for f in mine) and not any(name in f for f in other):
+                out.append((name, side, [f[name] for f in mine]))
     return out
 
 
