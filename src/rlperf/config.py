@@ -98,8 +98,9 @@ class EnvConfig:
         -1.0,
         "multiprocess: microseconds the trainer and each worker poll shared memory before "
         "sleeping on a pipe (a sleeping process's core halts, and waking it costs tens of "
-        "microseconds a step); -1: 300 where the worker processes and the trainer's threads "
-        "fit this machine's cores, else 0 (a spinner would take a core from one with work)",
+        "microseconds a step); -1: 300 where the worker processes and the trainer (one thread "
+        "in the rollout) fit the cores this process may use, else 0 (a spinner would take a "
+        "core from one with work)",
     )
     pin_workers: bool = _f(
         False,
@@ -232,7 +233,11 @@ class RunConfig:
     total_steps: int = _f(500_000, "environment steps to train for")
     seed: int = _f(1, "seed for environments, policy init and sampling")
     device: str = _f("cpu", "cpu or cuda")
-    threads: int = _f(2, "torch intra-op threads (0 leaves torch's default)")
+    threads: int = _f(
+        2,
+        "torch intra-op threads (0 leaves torch's default); with --vec-backend multiprocess "
+        "the update's only: the rollout runs the policy on one thread beside the workers",
+    )
     run_dir: str | None = _f(None, "directory for config, metrics, summary and checkpoint")
     checkpoint_every: int = _f(50, "iterations between checkpoints (0: only at the end)")
     sps_window_s: float = _f(10.0, "window of the windowed SPS figure, seconds")

@@ -5,12 +5,15 @@ and the sections and worker times the breakdown shows."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlperf.cli import main
 from rlperf.config import Config
+from rlperf.envs.backends import AUTO_SPIN_US
 from rlperf.ppo.trainer import Trainer
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
@@ -156,3 +159,46 @@ def test_the_teacher_phase_runs_on_workers(tmp_path: Path) -> None:
     assert summary["teacher_calls"] == {"supervised": 2 * NUM_STEPS, "ppo": 0}
     rows = metrics(tmp_path / "grid")
     assert [r["phase"] for r in rows] == ["supervised", "supervised", "ppo"]
+
+
+@pytest.fixture
+def restore_torch_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("restore_torch_threads")
+@pytest.mark.parametrize(("backend", "rollout"), [("multiprocess", 1), ("serial", 2)])
+def test_with_workers_the_rollout_runs_on_one_thread_and_the_update_on_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str, rollout: int
+) -> None:
+    seen: dict[str, set[int]] = {"collect": set(), "update": set()}
+    for phase in seen:
+        original = getattr(Trainer, phase)
+
+        def spy(self, *args, _phase=phase, _original=original, **kwargs):
+            seen[_phase].add(torch.get_num_threads())
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Trainer, phase, spy)
+    # Two cores: the automatic spin needs the inline worker and the rollout's single thread.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    inline = {"env__inline_worker": True} if backend == "multiprocess" else {}
+    cfg = config(2, env__backend=backend, run__threads=2, **inline)
+    trainer, summary = train(cfg, tmp_path / backend)
+    assert seen == {"collect": {rollout}, "update": {2}}
+    assert summary["rollout_threads"] == rollout and summary["threads"] == 2
+    if backend == "multiprocess":  # decided for the rollout's one thread, not the update's two
+        assert summary["env_worker_spin_us"] == AUTO_SPIN_US
+
+
+@pytest.mark.usefixtures("restore_torch_threads")
+def test_at_two_threads_inline_workers_still_train_exactly_as_the_serial_backend(
+    tmp_path: Path,
+) -> None:
+    """The rollout's one thread beside the workers and serial's two compute the same."""
+    gym = {"env__env": "gym:CartPole-v1", "run__threads": 2}
+    train(config(3, **gym), tmp_path / "serial")
+    train(config(3, **gym, **workers(2), env__inline_worker=True), tmp_path / "inline")
+    assert metrics(tmp_path / "inline") == metrics(tmp_path / "serial")

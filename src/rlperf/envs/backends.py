@@ -36,7 +36,8 @@ def worker_spin_us(cfg: EnvConfig, trainer_threads: int) -> float:
 
 def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> VectorEnv:
     """The vector env ``cfg`` describes, reset with ``seed``; ``trainer_threads`` is the
-    trainer's torch thread count (for the automatic ``--worker-spin-us``).
+    trainer's torch thread count while the envs step, its rollout's (for the automatic
+    ``--worker-spin-us``).
 
     Raises:
         ConfigError: the backend settings cannot run here (checked before any process starts).

@@ -19,6 +19,7 @@ config.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -141,8 +142,8 @@ def run_facts(
 ) -> dict[str, Any]:
     """What a run was built from and ran on, for its summary: the env, the policy, the update
     chosen here, the device, the env workers' busy and idle seconds so far and their spin
-    (``--worker-spin-us`` as resolved; None without workers), the ranks, the torch threads and
-    version. Call it at the end of the run."""
+    (``--worker-spin-us`` as resolved; None without workers), the ranks, the torch threads (the
+    update's), OpenMP's spin count and torch's version. Call it at the end of the run."""
     return {
         "env": cfg.env.env,
         "policy": cfg.policy.kind,
@@ -153,5 +154,7 @@ def run_facts(
         "ranks": world_size,
         "num_envs_per_rank": cfg.env.num_envs,
         "threads": torch.get_num_threads(),
+        # libgomp's idle spin as this process loaded it (rlperf/openmp.py; None: its default)
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
         "torch": torch.__version__,
     }

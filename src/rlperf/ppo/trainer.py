@@ -32,8 +32,9 @@ start as rank 0's, each minibatch's gradient is averaged over the ranks, the glo
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,14 @@ class Trainer:
         torch.manual_seed(seed)
         np.random.seed(seed)
 
-        self.env = make_env(cfg.env, seed, trainer_threads=torch.get_num_threads())
+        # With env workers the cores beside the trainer's are theirs while they step: the rollout
+        # runs the policy on one thread, the update (the workers asleep) on --threads. Two
+        # threads in the rollout took a worker's core (0.61x serial's SPS); one thread for the
+        # whole run left a core idle through every update (docs/workers.md, openmp.py).
+        self.update_threads = torch.get_num_threads()
+        workers = cfg.env.backend == "multiprocess"
+        self.rollout_threads = 1 if workers else self.update_threads
+        self.env = make_env(cfg.env, seed, trainer_threads=self.rollout_threads)
         self.step_env = make_env_step(self.env, self.prof)
         obs, reset_infos = self.env.reset(seed=seed)
         try:
@@ -278,7 +286,7 @@ class Trainer:
                 self.iteration += 1
                 teacher = self.teacher_phase
                 supervised = teacher is not None and teacher.begin_rollout(self.global_step)
-                with sec(names.ROLLOUT):
+                with self._torch_threads(self.rollout_threads), sec(names.ROLLOUT):
                     self.collect(supervised)
                 with sec(names.GAE):
                     self.compute_advantages()
@@ -348,9 +356,22 @@ class Trainer:
             "final_stats": stats_row,
             "interrupted": self.interrupted,
             **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks.world_size),
+            "rollout_threads": self.rollout_threads,
             "gloo_io": self.ranks.gloo_io,
             "grad_exchange": self.ranks.grad_exchange,
         }
+
+    @contextlib.contextmanager
+    def _torch_threads(self, n: int) -> Iterator[None]:
+        """torch's intra-op threads at ``n`` inside, at the update's count after."""
+        if n == self.update_threads:
+            yield
+            return
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(self.update_threads)
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: Path) -> None:

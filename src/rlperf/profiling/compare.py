@@ -412,7 +412,7 @@ class RunFailed(RuntimeError):
 
 def run_profile(flags: list[str], out_dir: Path) -> dict[str, Any]:
     """Run ``rlperf profile`` with ``flags`` in a fresh Python process; return its report."""
-    cmd = [sys.executable, "-m", "rlperf.cli", "profile", "--no-progress", "--out", str(out_dir)]
+    cmd = [sys.executable, "-m", "rlperf", "profile", "--no-progress", "--out", str(out_dir)]
     done = subprocess.run(cmd + flags, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]

@@ -1,0 +1,67 @@
+"""How long OpenMP's idle threads spin, set before torch loads it, for runs with env workers.
+
+torch's CPU kernels run on GNU OpenMP (libgomp). After each parallel region its idle threads spin
+for ``GOMP_SPINCOUNT`` iterations before they sleep: 300,000 when the variable is unset, several
+milliseconds on the 2-core development machine. With env workers the trainer runs its update on
+``--threads`` threads while the workers sleep, and its rollout on one thread while they step
+(``ppo/trainer.py``). At the default count the update's second thread went on spinning into
+the next rollout, on the core a worker steps its envs on, every iteration.
+``--vec-backend multiprocess --inline-worker --threads 2`` made 0.81x the serial backend's SPS
+that way. With 10,000 it made 1.20x: the threads stay awake between the update's kernels and
+fall asleep soon after it. ``docs/workers.md`` has the runs.
+
+libgomp reads the variable once, when torch loads it, so :func:`tune` runs in the ``rlperf``
+command's entry point (``rlperf/__main__.py``) before anything imports torch, on the command
+line's own words. It never overrides a value the user set, and it leaves serial runs alone: there
+the shorter spin measured no better (0.96x, inside the noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import MutableMapping, Sequence
+from pathlib import Path
+
+SPIN_VAR = "GOMP_SPINCOUNT"
+WORKERS_SPIN_COUNT = "10000"
+
+
+def uses_env_workers(argv: Sequence[str]) -> bool:
+    """Whether the command line trains with the multiprocess env backend: ``--vec-backend
+    multiprocess``, a ``--preset`` that sets it, or ``--resume`` of a run saved with it. Any
+    command line that cannot be read this way says False (the parser proper reports it)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--vec-backend")
+    parser.add_argument("--preset")
+    parser.add_argument("--resume")
+    try:
+        known, _ = parser.parse_known_args(list(argv))
+    except SystemExit:
+        return False
+    if known.vec_backend is not None:
+        return bool(known.vec_backend == "multiprocess")
+    if known.resume:
+        try:
+            saved = json.loads((Path(known.resume) / "config.json").read_text())
+            return bool(saved["env"]["backend"] == "multiprocess")
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+    if known.preset:
+        from rlperf.config import ConfigError, preset
+
+        try:
+            return preset(known.preset).env.backend == "multiprocess"
+        except ConfigError:
+            return False
+    return False
+
+
+def tune(argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Set ``GOMP_SPINCOUNT`` for a run with env workers, unless it is set already; returns
+    whether it set it. Call before torch is imported (later it changes nothing)."""
+    if SPIN_VAR in environ or not uses_env_workers(argv):
+        return False
+    environ[SPIN_VAR] = WORKERS_SPIN_COUNT
+    return True
