@@ -309,13 +309,12 @@ class MultiprocessVecEnv(VectorEnv):
         for w in workers:
             self._command[w] = command
             self._sent[w] += 1
-            self._command_seq[w] = self._sent[w]  # before the byte (see worker.py)
-            if w == 0 and local:
-                continue
-            try:
-                os.write(self._commands[w].fileno(), b"c")
-            except OSError:  # EPIPE: the worker is gone
-                self._fail_dead(w)
+            if not (w == 0 and local):
+                try:  # the byte before the number (see worker.py)
+                    os.write(self._commands[w].fileno(), b"c")
+                except OSError:  # EPIPE: the worker is gone
+                    self._fail_dead(w)
+            self._command_seq[w] = self._sent[w]
         self._in_flight.extend(workers)
         if local:  # the others are at work: step the inline share meanwhile
             self._local_code = cast(worker.WorkerLoop, self._local).execute(command)

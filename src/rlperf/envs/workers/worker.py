@@ -4,9 +4,11 @@ One loop, ``run``: wait for the next command (optionally spin on the shared sequ
 then block reading one byte from the command pipe), execute it on the whole share in numpy, write
 the results into the shared block, then report with one byte on the done pipe and the new
 sequence number. Every command and every result is paired with exactly one byte, so neither
-pipe ever fills and no wake-up is lost; the sequence number is stored before the byte is
-written, so a side woken by the byte never waits for the number (``docs/workers.md`` has the
-measurements behind blocking on pipes rather than spinning or semaphores).
+pipe ever fills and no wake-up is lost. The byte is written before the number is stored, so a
+side that spins on the number finds the byte there when it sees the number and never blocks on
+it; a side woken by the byte does not look at the number (``docs/workers.md`` has the
+measurements behind blocking on pipes rather than spinning or semaphores, and behind this
+order).
 
 A worker never outlives its parent: the command pipe reads end-of-file as soon as the parent is
 gone (whatever killed it), and on Linux the kernel also sends SIGKILL when the worker's parent
@@ -175,7 +177,8 @@ class WorkerLoop:
         deadline = time.perf_counter() + self.args.spin_s
         while self.command_seq[0] < seq and time.perf_counter() < deadline:
             pass
-        # The parent sets the number before it writes the byte, so after the byte it is set.
+        # The parent writes the byte before it stores the number: once the number is seen, this
+        # read returns at once (blocking here instead let this core halt for ~25 us a step).
         return bool(os.read(self.args.commands.fileno(), 1))
 
     def run(self) -> None:
@@ -188,11 +191,10 @@ class WorkerLoop:
             self.idle_s[0] += time.perf_counter() - idle_start
             code = self.execute(int(self.command[0]))
             idle_start = time.perf_counter()
-            # Number first, then the byte: whoever wakes on the byte must see the number. (The
-            # other order let the parent wake and spin on the number while this worker, which
-            # had not yet stored it, waited for a core: milliseconds per step on 2 cores.)
-            self.done_seq[0] = seq
+            # The byte, then the number: a parent spinning on the number never blocks reading the
+            # byte, and a parent woken by the byte reads the result without the number.
             os.write(results_fd, code)
+            self.done_seq[0] = seq
             if code == FAILED:
                 break
         self.env.close()
