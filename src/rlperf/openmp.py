@@ -13,7 +13,9 @@ fall asleep soon after it. ``docs/workers.md`` has the runs.
 libgomp reads the variable once, when torch loads it, so :func:`tune` runs in the ``rlperf``
 command's entry point (``rlperf/__main__.py``) before anything imports torch, on the command
 line's own words. It never overrides a value the user set, and it leaves serial runs alone: there
-the shorter spin measured no better (0.96x, inside the noise).
+the shorter spin measured no better (0.96x, inside the noise). A trainer built from Python with
+env workers and no ``GOMP_SPINCOUNT`` warns and runs its update on one thread
+(:func:`long_spin_problem`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 SPIN_VAR = "GOMP_SPINCOUNT"
@@ -56,6 +58,18 @@ def uses_env_workers(argv: Sequence[str]) -> bool:
         except ConfigError:
             return False
     return False
+
+
+def long_spin_problem(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why a run with env workers should not run its update on several threads here (one
+    line), or None: OpenMP's spin was left at its default, as when the trainer is used from
+    Python without the ``rlperf`` command. A ``GOMP_SPINCOUNT`` the user set is trusted."""
+    if SPIN_VAR in environ:
+        return None
+    return (
+        f"{SPIN_VAR} is not set: with env workers, set {SPIN_VAR}={WORKERS_SPIN_COUNT} before "
+        "torch is imported (the rlperf command does)"
+    )
 
 
 def tune(argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> bool:

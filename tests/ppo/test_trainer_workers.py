@@ -14,6 +14,7 @@ import torch
 from rlperf.cli import main
 from rlperf.config import Config
 from rlperf.envs.backends import AUTO_SPIN_US
+from rlperf.openmp import SPIN_VAR, WORKERS_SPIN_COUNT
 from rlperf.ppo.trainer import Trainer
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
@@ -184,6 +185,7 @@ def test_with_workers_the_rollout_runs_on_one_thread_and_the_update_on_threads(
         monkeypatch.setattr(Trainer, phase, spy)
     # Two cores: the automatic spin needs the inline worker and the rollout's single thread.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setenv(SPIN_VAR, WORKERS_SPIN_COUNT)  # as the rlperf command sets it
     inline = {"env__inline_worker": True} if backend == "multiprocess" else {}
     cfg = config(2, env__backend=backend, run__threads=2, **inline)
     trainer, summary = train(cfg, tmp_path / backend)
@@ -195,10 +197,25 @@ def test_with_workers_the_rollout_runs_on_one_thread_and_the_update_on_threads(
 
 @pytest.mark.usefixtures("restore_torch_threads")
 def test_at_two_threads_inline_workers_still_train_exactly_as_the_serial_backend(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rollout's one thread beside the workers and serial's two compute the same."""
+    monkeypatch.setenv(SPIN_VAR, WORKERS_SPIN_COUNT)
     gym = {"env__env": "gym:CartPole-v1", "run__threads": 2}
     train(config(3, **gym), tmp_path / "serial")
     train(config(3, **gym, **workers(2), env__inline_worker=True), tmp_path / "inline")
     assert metrics(tmp_path / "inline") == metrics(tmp_path / "serial")
+
+
+@pytest.mark.usefixtures("restore_torch_threads")
+def test_without_a_short_openmp_spin_the_update_falls_back_to_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From Python, without the rlperf command's GOMP_SPINCOUNT, two update threads would spin
+    into every rollout on the workers' core: the trainer says so and uses one."""
+    monkeypatch.delenv(SPIN_VAR, raising=False)
+    with pytest.warns(UserWarning, match="GOMP_SPINCOUNT is not set: with env workers"):
+        _, summary = train(config(1, **workers(2), run__threads=2), tmp_path / "run")
+    assert summary["threads"] == 1 and summary["rollout_threads"] == 1
+    _, serial = train(config(1, run__threads=2), tmp_path / "serial")  # serial: no warning
+    assert serial["threads"] == 2

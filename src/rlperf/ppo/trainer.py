@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlperf import openmp
 from rlperf.config import Config, ConfigError
 from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.envs import check_env_name, make_env
@@ -111,8 +113,13 @@ class Trainer:
         # runs the policy on one thread, the update (the workers asleep) on --threads. Two
         # threads in the rollout took a worker's core (0.61x serial's SPS); one thread for the
         # whole run left a core idle through every update (docs/workers.md, openmp.py).
-        self.update_threads = torch.get_num_threads()
         workers = cfg.env.backend == "multiprocess"
+        if workers and self.device.type == "cpu" and torch.get_num_threads() > 1:
+            problem = openmp.long_spin_problem()
+            if problem:  # the update's spare thread would spin into every rollout
+                warnings.warn(f"{problem}; the update runs on 1 thread", stacklevel=2)
+                torch.set_num_threads(1)
+        self.update_threads = torch.get_num_threads()
         self.rollout_threads = 1 if workers else self.update_threads
         self.env = make_env(cfg.env, seed, trainer_threads=self.rollout_threads)
         self.step_env = make_env_step(self.env, self.prof)
