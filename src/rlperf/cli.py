@@ -54,9 +54,8 @@ COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
 # Settings that may change when resuming; any other explicit flag must match the checkpoint.
 RESUMABLE_OVERRIDES = {
     "total_steps", "threads", "oversubscribe", "pin_workers", "inline_worker", "worker_spin_us",
-    "progress",
-    "checkpoint_every", "sps_window_s", "warmup_iters", "cuda_sync", "max_wall_s", "telemetry",
-    "telemetry_interval_s", "keep_freed_memory",
+    "progress", "checkpoint_every", "sps_window_s", "warmup_iters", "cuda_sync", "max_wall_s",
+    "telemetry", "telemetry_interval_s", "keep_freed_memory",
 }  # fmt: skip
 
 

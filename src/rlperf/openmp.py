@@ -34,25 +34,26 @@ def uses_env_workers(argv: Sequence[str]) -> bool:
     """Whether the command line trains with the multiprocess env backend: ``--vec-backend
     multiprocess``, a ``--preset`` that sets it, or ``--resume`` of a run saved with it. Any
     command line that cannot be read this way says False (the parser proper reports it)."""
+    from rlperf.config import ConfigError, flag_name, preset
+    from rlperf.run.run_dir import CONFIG_NAME
+
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--vec-backend")
+    parser.add_argument(flag_name("backend"), dest="backend")
     parser.add_argument("--preset")
     parser.add_argument("--resume")
     try:
         known, _ = parser.parse_known_args(list(argv))
     except SystemExit:
         return False
-    if known.vec_backend is not None:
-        return bool(known.vec_backend == "multiprocess")
+    if known.backend is not None:
+        return bool(known.backend == "multiprocess")
     if known.resume:
         try:
-            saved = json.loads((Path(known.resume) / "config.json").read_text())
+            saved = json.loads((Path(known.resume) / CONFIG_NAME).read_text())
             return bool(saved["env"]["backend"] == "multiprocess")
         except (OSError, ValueError, KeyError, TypeError):
             return False
     if known.preset:
-        from rlperf.config import ConfigError, preset
-
         try:
             return preset(known.preset).env.backend == "multiprocess"
         except ConfigError:

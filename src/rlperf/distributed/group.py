@@ -110,13 +110,13 @@ class GlooIoThreads:
     # machine at 1M and 4M floats (docs/distributed.md); twice that, so only starving counts.
     STARVED_NS_PER_FLOAT = 5.0
 
-    def __init__(self, tids: list[int]) -> None:
-        self.tids = tids
-        self.idle = False
-
     # gloo starts its loop thread with the group, and the thread names itself once it runs: on a
     # busy machine a listing made right after the group was created can still see it unnamed.
     FIND_TIMEOUT_S = 1.0
+
+    def __init__(self, tids: list[int]) -> None:
+        self.tids = tids
+        self.idle = False
 
     @classmethod
     def find(cls, at_least: int = 1) -> GlooIoThreads:

@@ -3,11 +3,11 @@
 The benchmark registry's ``allreduce`` case times what a distributed run adds to each minibatch:
 the sum of the policy's flat gradient over the two ranks, made as a 2-rank training run makes it
 (one send and one receive each, then an add). :func:`pair` starts a partner process that
-all-reduces a tensor of the same size in a loop, and returns this side's process group (its own
+sums a tensor of the same size with this side in a loop, and returns this side (its own
 store and group object, not torch.distributed's global default group, so cases of different
 sizes can follow each other in one process). The partner is a ``python -c`` subprocess of the
 same ``rlperf`` (multiprocessing's spawn would re-run the measuring tool's ``__main__``); it ends
-when :meth:`Pair.close` or this process's exit terminates it, or when its all-reduce fails
+when :meth:`Pair.close` or this process's exit terminates it, or when its exchange fails
 because this side is gone.
 """
 
@@ -49,7 +49,7 @@ def _group(port: int, rank: int) -> Any:
 
 
 def partner_loop(port: int, numel: int) -> None:
-    """The partner rank: all-reduce ``numel`` floats until this side goes away."""
+    """The partner rank: sum ``numel`` floats with this side until it goes away."""
     torch.set_num_threads(1)
     peer_sum, grad = PeerSum(_group(port, 1), 1), torch.zeros(numel)
     while True:
@@ -58,7 +58,7 @@ def partner_loop(port: int, numel: int) -> None:
 
 @dataclass
 class Pair:
-    """This process's side of a 2-rank gloo group; :meth:`allreduce_` is one all-reduce."""
+    """This process's side of a 2-rank gloo group; :meth:`allreduce_` is one gradient sum."""
 
     peer_sum: PeerSum
     partner: subprocess.Popen
@@ -73,7 +73,7 @@ class Pair:
 
 
 def pair(numel: int) -> Pair:
-    """Start a partner rank that all-reduces ``numel`` floats in a loop; return this side."""
+    """Start a partner rank that sums ``numel`` floats with this side in a loop; return it."""
     port = _free_port()
     src = str(Path(__file__).resolve().parents[2])  # the rlperf this process imported
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
+from rlperf import openmp
 from rlperf.config import Config, ConfigError
 from rlperf.envs.workers import MultiprocessVecEnv
 from rlperf.policies.base import ActorCritic
@@ -155,6 +156,6 @@ def run_facts(
         "num_envs_per_rank": cfg.env.num_envs,
         "threads": torch.get_num_threads(),
         # libgomp's idle spin as this process loaded it (rlperf/openmp.py; None: its default)
-        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
+        "gomp_spincount": os.environ.get(openmp.SPIN_VAR),
         "torch": torch.__version__,
     }
