@@ -22,6 +22,7 @@ from faulty_envs import FailingCartPole  # tests/envs/, on sys.path under pytest
 from rlperf.envs import make_vec, register, unregister
 from rlperf.envs.spec import read_action_mask
 from rlperf.envs.workers import ApiUsageError, MultiprocessVecEnv, WorkerError
+from rlperf.envs.workers.pool import RowBatch
 
 SEED = 5
 STEPS = 40
@@ -215,6 +216,25 @@ def test_async_batches_are_whole_workers_and_follow_each_env():
                 np.testing.assert_array_equal(got, want[k], err_msg=f"worker {w} step {k}")
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("workers", [(1, 2), (3,), (0, 1, 2, 3), (0, 2), (3, 1)])
+def test_row_batches_read_their_workers_rows(workers):
+    """A batch's arrays equal plain indexing of its workers' rows (the reference), now and after
+    the shared arrays change; consecutive workers' are views of the shared block (no copy)."""
+    row_ids = np.arange(12).reshape(4, 3)
+    views = {"obs": np.arange(24.0).reshape(12, 2), "rewards": np.zeros(12, np.float32)}
+    batch = RowBatch(workers, row_ids, views)
+    rows = np.concatenate([row_ids[w] for w in workers])
+    np.testing.assert_array_equal(batch.env_ids, rows)
+    for step in range(2):
+        views["obs"] += 100.0 * step
+        np.testing.assert_array_equal(batch["obs"], views["obs"][rows])
+        np.testing.assert_array_equal(batch["rewards"], views["rewards"][rows])
+    consecutive = list(workers) == list(range(workers[0], workers[0] + len(workers)))
+    assert np.shares_memory(batch["obs"], views["obs"]) == consecutive
+    with pytest.raises(ValueError):  # read-only: the batch is built once and kept
+        batch.env_ids[0] = 0
 
 
 def test_call_order_is_checked():

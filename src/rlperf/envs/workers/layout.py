@@ -97,6 +97,13 @@ class EnvShape:
         return np.dtype(np.int64)
 
 
+# The arrays with one entry per row (the rest have one per worker).
+ROW_ARRAYS = frozenset({
+    "obs", "actions", "rewards", "terminations", "truncations", "final_obs", "final_flags",
+    "episode_r", "episode_l", "episode_t", "episode_flags", "mask", "teacher",
+})  # fmt: skip
+
+
 def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
     """The block of a multiprocess env with ``rows`` rows in all over ``num_workers`` workers."""
     # Every space a pool carries (Box, Discrete, MultiDiscrete) has a shape.

@@ -47,6 +47,7 @@ from rlperf.envs.workers import worker
 from rlperf.envs.workers.layout import (
     GET_STATE,
     RESET,
+    ROW_ARRAYS,
     SET_STATE,
     STEP,
     TEACHER,
@@ -180,6 +181,7 @@ class MultiprocessVecEnv(VectorEnv):
         if shape.has_state:
             self.get_state, self.set_state = self._get_state, self._set_state
         self._row_ids = np.arange(self.num_envs).reshape(num_workers, self.rows_per_worker)
+        self._batches: dict[tuple[int, ...], RowBatch] = {}  # built at first use
         self._spin_s = spin_us * 1e-6
         can_pin = pin_cores and hasattr(os, "sched_getaffinity")
         self._cores = sorted(os.sched_getaffinity(0)) if can_pin else []
@@ -189,6 +191,9 @@ class MultiprocessVecEnv(VectorEnv):
         self._commands: list[Any] = []
         self._results: list[Any] = []
         self._controls: list[Any] = []
+        # The pipes' descriptors, read at every step (Connection.fileno() checks its state).
+        self._command_fds: list[int] = []
+        self._result_fds: list[int] = []
         self._closed = False
         self._local: worker.WorkerLoop | None = None  # worker 0 when inline
         self._local_code = worker.DONE
@@ -199,7 +204,7 @@ class MultiprocessVecEnv(VectorEnv):
         for w in range(1 if inline else 0, num_workers):
             self._start_worker(ctx, w, layout, options)
         self._await_ready()
-        self._sent = np.zeros(num_workers, dtype=np.int64)  # last command number per worker
+        self._sent = [0] * num_workers  # last command number per worker
         # Every worker is in exactly one of: in flight (sent, result not read), ready (result
         # read, not yet returned by recv), waiting (returned, awaiting actions).
         self._in_flight: list[int] = []
@@ -233,6 +238,8 @@ class MultiprocessVecEnv(VectorEnv):
         self._commands.append(None)
         self._results.append(None)
         self._controls.append(parent_end)
+        self._command_fds.append(-1)
+        self._result_fds.append(-1)
         try:
             self._local = worker.WorkerLoop(args, self._views)
         except Exception as e:  # the env could not be built: reported as a worker's would be
@@ -255,6 +262,8 @@ class MultiprocessVecEnv(VectorEnv):
         self._commands.append(commands_w)
         self._results.append(results_r)
         self._controls.append(control)
+        self._command_fds.append(commands_w.fileno())
+        self._result_fds.append(results_r.fileno())
 
     @property
     def _remote(self) -> list[int]:
@@ -306,15 +315,16 @@ class MultiprocessVecEnv(VectorEnv):
     # -- signalling ----------------------------------------------------------------------
     def _signal(self, workers: list[int], command: int) -> None:
         local = self._local is not None and 0 in workers
+        sent, fds = self._sent, self._command_fds
         for w in workers:
             self._command[w] = command
-            self._sent[w] += 1
+            sent[w] += 1
             if not (w == 0 and local):
                 try:  # the byte before the number (see worker.py)
-                    os.write(self._commands[w].fileno(), b"c")
+                    os.write(fds[w], b"c")
                 except OSError:  # EPIPE: the worker is gone
                     self._fail_dead(w)
-            self._command_seq[w] = self._sent[w]
+            self._command_seq[w] = sent[w]
         self._in_flight.extend(workers)
         if local:  # the others are at work: step the inline share meanwhile
             self._local_code = cast(worker.WorkerLoop, self._local).execute(command)
@@ -325,7 +335,7 @@ class MultiprocessVecEnv(VectorEnv):
         if w == 0 and self._local is not None:
             code = self._local_code
         else:
-            code = os.read(self._results[w].fileno(), 1)
+            code = os.read(self._result_fds[w], 1)
         if code == worker.FAILED:
             self._fail(w, self._controls[w].recv(), doing)
         if not code:
@@ -336,10 +346,11 @@ class MultiprocessVecEnv(VectorEnv):
     def _wait(self, count: int, doing: str) -> list[int]:
         """Block until ``count`` in-flight workers are done; returns them, first done first."""
         ready: list[int] = []
+        done_seq, sent = self._done_seq, self._sent
         deadline = time.perf_counter() + self._spin_s
         while True:
             for w in list(self._in_flight):
-                if self._done_seq[w] >= self._sent[w]:
+                if done_seq[w] >= sent[w]:
                     self._consume(w, doing)
                     ready.append(w)
             if len(ready) >= count or time.perf_counter() >= deadline:
@@ -415,16 +426,13 @@ class MultiprocessVecEnv(VectorEnv):
                 "send() for envs that are not waiting for actions: call recv() (or reset()) "
                 "first, and send once per recv"
             )
-        rows = len(workers) * self.rows_per_worker
+        batch = self._batch(workers)
         actions = np.asarray(actions)
-        if actions.shape[:1] != (rows,):
-            raise ApiUsageError(f"send() needs actions for {rows} rows, got shape {actions.shape}")
-        target = self._views["actions"]
-        if self._contiguous(workers):
-            lo = workers[0] * self.rows_per_worker
-            target[lo : lo + rows] = actions
-        else:
-            target[self._row_ids[workers].ravel()] = actions
+        if actions.shape[:1] != batch.env_ids.shape:
+            raise ApiUsageError(
+                f"send() needs actions for {len(batch.env_ids)} rows, got shape {actions.shape}"
+            )
+        self._views["actions"][batch.rows] = actions
         self._waiting = [w for w in self._waiting if w not in workers]
         self._signal(workers, STEP)
 
@@ -449,28 +457,27 @@ class MultiprocessVecEnv(VectorEnv):
         self._waiting.extend(batch)
         return self._results_of(batch)
 
-    def _contiguous(self, workers: list[int]) -> bool:
-        return workers == list(range(workers[0], workers[0] + len(workers)))
+    def _batch(self, workers: list[int]) -> RowBatch:
+        key = tuple(workers)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = RowBatch(key, self._row_ids, self._views)
+        return batch
 
     def _results_of(
         self, workers: list[int]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
-        if self._contiguous(workers):  # views of the shared arrays: no copy
-            lo = workers[0] * self.rows_per_worker
-            sel: Any = slice(lo, lo + len(workers) * self.rows_per_worker)
-            env_ids = np.arange(sel.start, sel.stop)
-        else:
-            sel = env_ids = self._row_ids[workers].ravel()
-        v = self._views
+        batch = self._batch(workers)
         infos: dict[str, Any] = {}
-        if self._finished[workers].any():
-            infos["final_obs"], infos["_final_obs"] = v["final_obs"][sel], v["final_flags"][sel]
-            infos["episode"] = {k: v[f"episode_{k}"][sel] for k in ("r", "l", "t")}
-            infos["_episode"] = v["episode_flags"][sel]
+        if self._finished[batch.workers].any():
+            infos["final_obs"], infos["_final_obs"] = batch["final_obs"], batch["final_flags"]
+            infos["episode"] = {"r": batch["episode_r"], "l": batch["episode_l"],
+                                "t": batch["episode_t"]}  # fmt: skip
+            infos["_episode"] = batch["episode_flags"]
         if self.shape.has_mask:
-            infos[ACTION_MASK_KEY] = v["mask"][sel]
-        return (v["obs"][sel], v["rewards"][sel], v["terminations"][sel], v["truncations"][sel],
-                infos, env_ids)  # fmt: skip
+            infos[ACTION_MASK_KEY] = batch["mask"]
+        return (batch["obs"], batch["rewards"], batch["terminations"], batch["truncations"],
+                infos, batch.env_ids.copy())  # fmt: skip
 
     # -- state, teacher, timing ----------------------------------------------------------
     def _check_all_waiting(self, doing: str) -> None:
@@ -546,6 +553,41 @@ class MultiprocessVecEnv(VectorEnv):
         self._finalizer()
         if self._local is not None:
             self._local.env.close()
+
+
+class RowBatch:
+    """The rows of some whole workers in the shared arrays, as ``send``/``recv`` use them at every
+    step: built once per set of workers. Consecutive workers' rows are a slice, and their arrays
+    are views made once (no copy); other sets index the rows, which copies at each read.
+
+    Attributes:
+        workers: a slice or index list of the workers (for per-worker control words).
+        rows: a slice or index array of the rows (for assignment).
+        env_ids: the rows' indices, read-only (the batch is kept: callers get a copy).
+    """
+
+    def __init__(self, workers: tuple[int, ...], row_ids: np.ndarray,
+                 views: dict[str, np.ndarray]) -> None:  # fmt: skip
+        first, count = workers[0], len(workers)
+        self._views = views
+        self._cached: dict[str, np.ndarray] | None = None
+        if workers == tuple(range(first, first + count)):
+            lo, hi = int(row_ids[first, 0]), int(row_ids[first + count - 1, -1]) + 1
+            self.workers: Any = slice(first, first + count)
+            self.rows: Any = slice(lo, hi)
+            self._cached = {name: array[self.rows] for name, array in views.items()
+                            if name in ROW_ARRAYS}  # fmt: skip
+        else:
+            self.workers = list(workers)
+            self.rows = row_ids[self.workers].ravel()
+        self.env_ids = row_ids[self.workers].ravel()
+        self.env_ids.flags.writeable = False
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """Array ``name`` at these rows."""
+        if self._cached is not None:
+            return self._cached[name]
+        return self._views[name][self.rows]
 
 
 class WorkersTeacher:
