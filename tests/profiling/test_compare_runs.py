@@ -8,6 +8,7 @@ import pytest
 
 from rlperf.cli import main
 from rlperf.config import ConfigError
+from rlperf.profiling import worker_split
 from rlperf.profiling.compare import (
     ENV_PHASE,
     SPS,
@@ -180,6 +181,9 @@ def test_compare_serial_against_workers_end_to_end(tmp_path, capsys):
         ("rollout/env_recv", "B"),
     }
     assert saved["explanation"][0]["section"] == ENV_PHASE
+    assert "env workers (B, 2): the slowest worker was busy" in out
+    split = saved["env_workers"]
+    assert split["side"] == "B" and split["workers"] == 2 and split["busy_ms"] > 0
 
 
 def test_compare_of_env_options_with_cprofile_and_the_explanation(tmp_path, capsys):
@@ -260,3 +264,35 @@ def test_two_reports_table_lists_one_sided_sections(report_factory):
     assert "env: step | send+recv" in text
     assert any(line.startswith("rollout/env_recv") and "only in candidate" in line
                for line in text.splitlines())  # fmt: skip
+
+
+def with_busy(reports: list[dict], busy_s: list[tuple[float, ...]]) -> list[dict]:
+    """The worker reports with each worker's busy seconds (``run.env_workers``)."""
+    for report, busy in zip(reports, busy_s, strict=True):
+        report["run"]["env_workers"] = [{"busy_s": b, "idle_s": 0.0} for b in busy]
+    return reports
+
+
+def test_worker_split_separates_the_slower_shares_from_the_hand_over(report_factory):
+    a, b = serial_and_workers(report_factory)
+    b = with_busy(b, [(1.7, 1.9), (1.8, 2.0), (1.6, 1.8)])  # the slowest: 19, 20, 18 ms/1k
+    s = worker_split.split(a, b)
+    assert (s.side, s.workers) == ("B", 2)
+    assert s.serial_ms == pytest.approx(35.0) and s.busy_ms == pytest.approx(19.0)
+    assert s.phase_ms == pytest.approx(20.0) and s.share == pytest.approx(0.35, abs=0.005)
+    # per pair: 19/17.5, 20/18, 18/17 and 20-19, 21-20, 19-18
+    assert s.slowdown == pytest.approx(19 / 17.5) and s.hand_over_ms == pytest.approx(1.0)
+    amdahl = lambda phase: 1 / ((1 - s.share) + s.share * phase / 35.0)  # noqa: E731
+    assert s.allows(1.0, 1.0) == pytest.approx(amdahl(17.5 + 1.0))
+    assert s.allows(s.slowdown, 0.0) == pytest.approx(amdahl(19.0))
+    assert s.allows(1.0, 0.0) == pytest.approx(amdahl(17.5))
+    text = s.render()
+    assert "env workers (B, 2)" in text and "1.09x its part" in text and "took 1.00" in text
+
+
+def test_worker_split_needs_workers_on_exactly_one_side(report_factory):
+    a, b = serial_and_workers(report_factory)
+    assert worker_split.split(a, b) is None  # no busy seconds in the reports
+    b = with_busy(b, [(1.9, 1.9)] * 3)
+    assert worker_split.split(b, a).side == "A"
+    assert worker_split.split(b, b) is None and worker_split.split(a, a) is None

@@ -59,8 +59,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 # -- compare ---------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from rlperf.config import ConfigError, set_field
-    from rlperf.profiling import compare
+    from rlperf.profiling import compare, worker_split
     from rlperf.profiling.report import ReportError, load_report
 
     run_mode = args.a is not None or args.b is not None
@@ -74,6 +76,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except ReportError as e:
             fail(str(e))
         print(compare.render_reports(a, b, *args.reports))
+        workers = worker_split.split([a], [b])
+        if workers is not None:
+            print(f"\n{workers.render()}")
         return EXIT_OK
 
     if args.a is None or args.b is None:
@@ -120,7 +125,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     explanations = compare.explain(a_reports, b_reports, comparisons)
     only = compare.one_sided(a_reports, b_reports)
     print(compare.render_runs(comparisons, args.a or "(base)", args.b or "(base)", only))
+    workers = worker_split.split(a_reports, b_reports)
     print(compare.render_explanation(explanations))
+    if workers is not None:
+        print(f"- {workers.render()}")
     if args.cprofile:
         from rlperf.profiling.cprofile import top_functions
 
@@ -164,6 +172,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "one_sided": [
                 {"name": name, "side": side, "values": values} for name, side, values in only
             ],  # fmt: skip
+            "env_workers": None if workers is None else dataclasses.asdict(workers),
         }
         (out_dir / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
         print(f"\ncompare: {out_dir / 'compare.json'} (reports in {out_dir}/a_N, b_N)")

@@ -116,6 +116,8 @@ def run_metadata(summary: dict[str, Any], config: dict[str, Any]) -> dict[str, A
         "env": summary.get("env", config.get("env", {}).get("env")),
         "device": summary.get("device", config.get("run", {}).get("device")),
         "threads": summary.get("threads", torch.get_num_threads()),
+        # each env worker's busy and idle seconds (None without workers): profiling/worker_split.py
+        "env_workers": summary.get("env_workers"),
         "config": config,
         "rlperf": rlperf.__version__,
         "python": platform.python_version(),
