@@ -15,6 +15,12 @@ True where the action may be taken, either as ``infos["action_mask"]`` from ``re
 ``step`` or as an ``action_mask`` attribute of the vector env read after each call. With
 SAME_STEP autoreset the mask returned for a finished sub-environment is that of the first
 observation of its next episode, like the observation itself.
+
+**Observations into a given array** (optional): an environment with an ``obs_out`` attribute
+(None by default) writes the observations of ``reset`` and ``step`` into the array it is set to,
+of the batch's shape and dtype, and returns that array, which the next call overwrites. An env
+worker (``envs/workers``) sets it to its rows of shared memory, so the observations are written
+once instead of built and then copied (the grid at 2048 rows: ~0.1 ms of a ~1.3 ms step).
 """
 
 from __future__ import annotations

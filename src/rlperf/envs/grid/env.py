@@ -193,6 +193,9 @@ class GridVec(VectorEnv):
         self._cell_step = MOVES[:, 0] * padded + MOVES[:, 1]
         self._map_of_row = np.repeat(np.arange(num_maps), agents)
         self._planes = np.empty((self.num_channels, rows, side, side), np.uint8)
+        # Where observations go (envs/spec.py, "Observations into a given array"): None, a new
+        # array each step; an env worker's rows of shared memory, which saves it a copy.
+        self.obs_out: np.ndarray | None = None
         self._map_cell = self._map_of_row * size * size  # a map's first cell in ``dist``
         # The distance fields padded like the code grid, source-major, so a goal's window is one
         # gather of contiguous rows (built only with the goal plane).
@@ -304,6 +307,9 @@ class GridVec(VectorEnv):
         planes[COL] = (x * self.position_step).astype(np.uint8)[:, None, None]
         if self.goal_plane:
             self._goal_plane(sel, y, x, planes[GOAL])
+        if rows is None and self.obs_out is not None:
+            np.copyto(self.obs_out, planes.transpose(1, 0, 2, 3))
+            return self.obs_out
         return planes.transpose(1, 0, 2, 3).copy()
 
     def _goal_plane(self, sel: Any, y: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:

@@ -110,6 +110,9 @@ class RobotsVec(VectorEnv):
             self._backgrounds = np.zeros((num_envs, *shape), dtype=np.uint8)
         else:
             self._planes = np.zeros((num_envs, 4, b, b), dtype=np.uint8)
+        # Where observations go (envs/spec.py, "Observations into a given array"): None, a new
+        # array each step; an env worker's rows of shared memory, which saves it a copy.
+        self.obs_out: np.ndarray | None = None
 
     # -- episodes -------------------------------------------------------------------------
     def _reset_rows(self, rows: np.ndarray) -> None:
@@ -151,13 +154,19 @@ class RobotsVec(VectorEnv):
 
     # -- observations ---------------------------------------------------------------------
     def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """Observations of envs ``rows`` (None: all), a new array."""
+        """Observations of envs ``rows`` (None: all): a new array, or for all rows
+        :attr:`obs_out` when it is set."""
         sel = self._rows if rows is None else rows
+        out = self.obs_out if rows is None else None
         positions = self.positions[sel]
         target_robot, target_cell = self.target_robot[sel], self.target_cell[sel]
         if self._rgb:
             with profile(names.RENDER):
-                images = self._backgrounds.copy() if rows is None else self._backgrounds[rows]
+                if out is not None:
+                    images = out
+                    np.copyto(images, self._backgrounds)
+                else:
+                    images = self._backgrounds.copy() if rows is None else self._backgrounds[rows]
                 renderer = cast(BoardRenderer, self._renderer)  # made in __init__ in RGB mode
                 with profile(names.RENDER_DRAW_TARGET):
                     renderer.draw_target(images, target_robot, target_cell)
@@ -166,14 +175,18 @@ class RobotsVec(VectorEnv):
                 return images
         with profile(names.ENV_OBSERVE):
             n, b, r = len(positions), self.board_size, self.num_robots
-            obs = np.zeros((n, 4 + r + 2, b * b), dtype=np.uint8)
+            if out is not None:
+                obs = out.reshape(n, 4 + r + 2, b * b)  # a view: out is contiguous
+                obs[:, 4:] = 0
+            else:
+                obs = np.zeros((n, 4 + r + 2, b * b), dtype=np.uint8)
             obs[:, :4] = (self._planes if rows is None else self._planes[rows]).reshape(n, 4, -1)
             at = np.arange(n)
             for j in range(r):
                 obs[at, 4 + j, positions[:, j]] = ON
             obs[at, 4 + r, target_cell] = ON
             obs[at, 5 + r, positions[at, target_robot]] = ON
-            return obs.reshape(n, 4 + r + 2, b, b)
+            return out if out is not None else obs.reshape(n, 4 + r + 2, b, b)
 
     # -- gymnasium API --------------------------------------------------------------------
     def reset(

@@ -160,6 +160,8 @@ class WorkerLoop:
         self.final_obs, self.final_flags = views["final_obs"][rows], views["final_flags"][rows]
         self.episode = {k: views[f"episode_{k}"][rows] for k in ("r", "l", "t")}
         self.episode_flags = views["episode_flags"][rows]
+        if hasattr(self.env, "obs_out"):  # the env writes its observations here (envs/spec.py)
+            cast(Any, self.env).obs_out = self.obs
         self.mask = views["mask"][rows] if "mask" in views else None
         self.teacher_out = views["teacher"][rows] if "teacher" in views else None
         w = args.index
@@ -235,7 +237,8 @@ class WorkerLoop:
 
     def _write(self, obs: Any, rewards: Any, terminations: Any, truncations: Any,
                infos: dict[str, Any]) -> None:  # fmt: skip
-        self.obs[...] = obs
+        if obs is not self.obs:
+            self.obs[...] = obs
         self.rewards[...] = rewards
         self.terminations[...] = terminations
         self.truncations[...] = truncations
