@@ -7,6 +7,10 @@ rounds (one timing of each per round), medians [min-max] and paired ratios per r
   PufferLib's ``pufferlib.vector.Multiprocessing`` (same envs, workers and batch), gymnasium's
   ``AsyncVectorEnv(shared_memory=True)`` (one process per env, as it is designed), gymnasium's
   ``SyncVectorEnv`` and rlperf's serial backend.
+- The ceiling: the same envs split over 2 processes that step their shares at once with no
+  signalling at all (each built, then all released together). No worker design can beat it:
+  over the serial backend it is what 2 cores give this env at all, and what the workers fall
+  short of it is the cost of handing every step over (docs/workers.md, "What 2 cores allow").
 - A heavy env, where a worker's share costs over 1 ms a step: the grid at 4096 agent rows
   (256 maps) and ``gym:CartPole-v1`` at 256 envs, serial against 2 workers (processes, pinned,
   and inline: worker 0 in the timing process, ``--inline-worker``, without and with the spin
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -83,6 +88,48 @@ def rlperf_serial(env_name: str, num_envs: int, choices: int, **options: Any) ->
     env = make_vec(env_name, num_envs, seed=1, **options)
     return Contender(SERIAL, env.num_envs, env.step, env.close,
                      random_actions(env.num_envs, choices))  # fmt: skip
+
+
+def _step_share(env_name: str, num_envs: int, choices: int, seconds: float, options: dict,
+                start: Any, out: Any) -> None:  # fmt: skip
+    """One process of :class:`Ceiling`: build the share, wait for the start, step, report."""
+    env = make_vec(env_name, num_envs, seed=1, **options)
+    actions = random_actions(env.num_envs, choices)
+    for k in range(10):
+        env.step(actions[k % len(actions)])
+    start.wait()
+    steps, begin = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - begin) < seconds:
+        env.step(actions[steps % len(actions)])
+        steps += 1
+    out.put(steps * env.num_envs / elapsed)
+    env.close()
+
+
+class Ceiling(Contender):
+    """``workers`` processes each stepping ``num_envs / workers`` envs at once, no signalling:
+    the sum of their env steps per second."""
+
+    def __init__(self, env_name: str, num_envs: int, workers: int, choices: int,
+                 **options: Any) -> None:  # fmt: skip
+        super().__init__(f"ceiling: {workers} processes, no signalling", num_envs,
+                         lambda a: None, lambda: None, np.empty(0))  # fmt: skip
+        self.args = (env_name, num_envs // workers, choices)
+        self.workers, self.options = workers, options
+
+    def steps_per_s(self, seconds: float) -> float:
+        ctx = multiprocessing.get_context("forkserver")
+        start, out = ctx.Barrier(self.workers + 1), ctx.Queue()
+        processes = [ctx.Process(target=_step_share, args=(*self.args, seconds, self.options,
+                                                           start, out))
+                     for _ in range(self.workers)]  # fmt: skip
+        for p in processes:
+            p.start()
+        start.wait()
+        total = sum(out.get(timeout=60 + seconds) for _ in processes)
+        for p in processes:
+            p.join()
+        return total
 
 
 def pufferlib_multiprocessing(num_envs: int, workers: int) -> Contender:
@@ -172,6 +219,7 @@ def main() -> None:
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, pin=True),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True),
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True, spin_us=SPIN),
+                lambda: Ceiling("gym:CartPole-v1", 64, w, 2),
                 lambda: pufferlib_multiprocessing(64, w),
                 lambda: gymnasium_vector(64, "async"),
                 lambda: gymnasium_vector(64, "sync"),
@@ -189,6 +237,7 @@ def main() -> None:
                 lambda: rlperf_multiprocess("grid", 256, w, 5, pin=True),
                 lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True),
                 lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True, spin_us=SPIN),
+                lambda: Ceiling("grid", 256, w, 5),
                 lambda: rlperf_serial("grid", 256, 5),
             ],
             args.rounds,
@@ -203,6 +252,7 @@ def main() -> None:
                 lambda: rlperf_multiprocess(
                     "gym:CartPole-v1", 256, w, 2, inline=True, spin_us=SPIN
                 ),
+                lambda: Ceiling("gym:CartPole-v1", 256, w, 2),
                 lambda: rlperf_serial("gym:CartPole-v1", 256, 2),
             ],
             args.rounds,
