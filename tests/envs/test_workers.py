@@ -205,6 +205,8 @@ def test_async_batches_are_whole_workers_and_follow_each_env():
                 history[r].append(obs[i].copy())
             steps[env_ids] += 1
             env.send((obs[:, 2] > 0).astype(np.int64))
+        # The pool keeps only consecutive workers' batches (any others are built per call).
+        assert all(b.consecutive for b in env._batches.values())
         for w, shard in enumerate(ref.envs):
             rows = range(2 * w, 2 * w + 2)
             n = min(len(history[r]) for r in rows)
@@ -232,6 +234,7 @@ def test_row_batches_read_their_workers_rows(workers):
         np.testing.assert_array_equal(batch["obs"], views["obs"][rows])
         np.testing.assert_array_equal(batch["rewards"], views["rewards"][rows])
     consecutive = list(workers) == list(range(workers[0], workers[0] + len(workers)))
+    assert batch.consecutive == consecutive
     assert np.shares_memory(batch["obs"], views["obs"]) == consecutive
     with pytest.raises(ValueError):  # read-only: the batch is built once and kept
         batch.env_ids[0] = 0

@@ -181,7 +181,7 @@ class MultiprocessVecEnv(VectorEnv):
         if shape.has_state:
             self.get_state, self.set_state = self._get_state, self._set_state
         self._row_ids = np.arange(self.num_envs).reshape(num_workers, self.rows_per_worker)
-        self._batches: dict[tuple[int, ...], RowBatch] = {}  # built at first use
+        self._batches: dict[tuple[int, ...], RowBatch] = {}  # consecutive workers' (_batch)
         self._spin_s = spin_us * 1e-6
         can_pin = pin_cores and hasattr(os, "sched_getaffinity")
         self._cores = sorted(os.sched_getaffinity(0)) if can_pin else []
@@ -458,10 +458,14 @@ class MultiprocessVecEnv(VectorEnv):
         return self._results_of(batch)
 
     def _batch(self, workers: list[int]) -> RowBatch:
+        """The batch of these workers; kept when they are consecutive (at most W * W such
+        sets: the synchronous step's one, an async run's few), built anew otherwise."""
         key = tuple(workers)
         batch = self._batches.get(key)
         if batch is None:
-            batch = self._batches[key] = RowBatch(key, self._row_ids, self._views)
+            batch = RowBatch(key, self._row_ids, self._views)
+            if batch.consecutive:
+                self._batches[key] = batch
         return batch
 
     def _results_of(
@@ -557,10 +561,11 @@ class MultiprocessVecEnv(VectorEnv):
 
 class RowBatch:
     """The rows of some whole workers in the shared arrays, as ``send``/``recv`` use them at every
-    step: built once per set of workers. Consecutive workers' rows are a slice, and their arrays
-    are views made once (no copy); other sets index the rows, which copies at each read.
+    step. Consecutive workers' rows are a slice and their arrays views made once (no copy): the
+    pool keeps such a batch. Other sets index the rows, which copies at each read.
 
     Attributes:
+        consecutive: the workers are consecutive (the rows a slice).
         workers: a slice or index list of the workers (for per-worker control words).
         rows: a slice or index array of the rows (for assignment).
         env_ids: the rows' indices, read-only (the batch is kept: callers get a copy).
@@ -571,7 +576,8 @@ class RowBatch:
         first, count = workers[0], len(workers)
         self._views = views
         self._cached: dict[str, np.ndarray] | None = None
-        if workers == tuple(range(first, first + count)):
+        self.consecutive = workers == tuple(range(first, first + count))
+        if self.consecutive:
             lo, hi = int(row_ids[first, 0]), int(row_ids[first + count - 1, -1]) + 1
             self.workers: Any = slice(first, first + count)
             self.rows: Any = slice(lo, hi)
