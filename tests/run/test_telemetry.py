@@ -6,6 +6,7 @@ Samples are taken by calling ``sample()`` with the thread's interval set far bey
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -19,7 +20,8 @@ import psutil
 import pytest
 
 from rlperf.cli import main
-from rlperf.run.telemetry import MB, Telemetry, describe
+from rlperf.run import telemetry as telemetry_module
+from rlperf.run.telemetry import MB, Telemetry, describe, machine_cpu_pct
 
 NEVER_S = 3600.0  # an interval the thread never reaches within a test
 TINY = ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs",
@@ -113,7 +115,7 @@ def test_row_has_trainer_worker_and_machine_fields_and_the_note_once(no_nvml, ch
     finally:
         telemetry.stop()
     summary = telemetry.summary_fields()["telemetry"]
-    assert summary["samples"] == 4  # three here, one more when stopped
+    assert summary["samples"] == 3  # three here; none at stop, right after the last
     assert summary["note"] == row["note"] and summary["sample_cpu_ms_mean"] > 0
 
 
@@ -212,7 +214,8 @@ def test_gpu_fields_from_nvml(monkeypatch) -> None:
     assert (gpu0["mem_used_mb_mean"], gpu0["mem_used_mb_max"]) == (250.0, 300.0)
     telemetry.stop()
     assert not nvml.state["initialised"], "NVML shut down at stop"
-    assert telemetry.summary_fields()["telemetry"]["gpus"][0]["util_pct_max"] == 30.0
+    # No closing sample right after the last one (MIN_CLOSING_SAMPLE_S): still 20, not 30.
+    assert telemetry.summary_fields()["telemetry"]["gpus"][0]["util_pct_max"] == 20.0
 
 
 def test_nvml_failing_during_the_run_stops_gpu_reads_with_a_note(monkeypatch) -> None:
@@ -245,7 +248,7 @@ def test_describe_names_every_part(monkeypatch) -> None:
     with Telemetry(NEVER_S) as telemetry:
         telemetry.sample()
     line = describe(telemetry.summary_fields()["telemetry"])
-    assert line.startswith("telemetry (2 samples every 3600s): trainer CPU ")
+    assert line.startswith("telemetry (1 sample every 3600s): trainer CPU ")
     assert "machine CPU" in line and "GPU 0 " in line and "memory" in line
 
 
@@ -257,9 +260,24 @@ def test_a_restarted_sampler_covers_only_its_new_run(monkeypatch) -> None:
         with telemetry:
             telemetry.sample()
         block = telemetry.summary_fields()["telemetry"]
-        assert block["samples"] == 2 and len(block["gpus"]) == 1
+        assert block["samples"] == 1 and len(block["gpus"]) == 1
     with telemetry, pytest.raises(RuntimeError, match="already running"):
         telemetry.start()
+
+
+def test_stop_samples_once_more_only_after_a_readable_interval(no_nvml, monkeypatch) -> None:
+    """The closing sample: always when there was none; not right after a sample (its CPU
+    shares would be read from a few 10 ms ticks); yes once MIN_CLOSING_SAMPLE_S has passed."""
+    with Telemetry(NEVER_S) as telemetry:
+        pass
+    assert telemetry.summary_fields()["telemetry"]["samples"] == 1  # none before: one at stop
+    with Telemetry(NEVER_S) as telemetry:
+        telemetry.sample()
+    assert telemetry.summary_fields()["telemetry"]["samples"] == 1  # right after: none more
+    monkeypatch.setattr(telemetry_module, "MIN_CLOSING_SAMPLE_S", 0.0)
+    with Telemetry(NEVER_S) as telemetry:
+        telemetry.sample()
+    assert telemetry.summary_fields()["telemetry"]["samples"] == 2  # long enough: one more
 
 
 def test_interval_must_be_positive() -> None:
@@ -290,3 +308,28 @@ def test_no_telemetry_leaves_no_block_and_a_bad_interval_is_refused(
     assert json.loads((tmp_path / "p" / "report.json").read_text())["telemetry"] is None
     line = usage_error(["train", *TINY, "--telemetry-interval-s", "0"])
     assert line == "rlperf: error: telemetry_interval_s must be positive, got 0.0"
+
+
+def test_machine_cpu_is_the_busy_share_between_two_reads() -> None:
+    """Against hand-computed shares: idle and iowait are not busy, guest time is inside user
+    time, a field that went backwards counts 0, no time passed reads 0."""
+    fields = ("user", "nice", "system", "idle", "iowait", "guest")
+    times = collections.namedtuple("scputimes", fields)
+    before = times(10.0, 0.0, 5.0, 100.0, 1.0, 2.0)
+    after = times(13.0, 0.0, 6.0, 103.0, 2.0, 3.0)  # busy 3 + 1 of 3 + 1 + 3 + 1 (guest out)
+    assert machine_cpu_pct(before, after) == 50.0
+    assert machine_cpu_pct(before, before) == 0.0
+    backwards = times(13.0, 0.0, 6.0, 99.0, 2.0, 3.0)  # idle went back: counted 0
+    assert machine_cpu_pct(before, backwards) == 80.0  # busy 4 (iowait 1 out) of 5
+
+
+def test_the_threads_first_sample_reads_a_busy_machine_as_busy(no_nvml, child) -> None:
+    """The sampling thread's first reading covers the time since start (a busy child keeps at
+    least one core busy), not 0.0 from a clock primed on another thread."""
+    with Telemetry(0.2) as telemetry:
+        deadline = time.monotonic() + 10.0
+        while telemetry.summary_fields()["telemetry"]["samples"] < 1:
+            assert time.monotonic() < deadline, "no sample from the thread"
+            time.sleep(0.02)
+        first = telemetry.latest()["machine"]["cpu_pct_max"]
+    assert first >= 100.0 / psutil.cpu_count() * 0.5

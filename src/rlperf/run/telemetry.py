@@ -52,6 +52,10 @@ import psutil
 
 MB = 1024 * 1024
 INSTALL_HINT = "pip install 'rlperf[gpu]'"
+# stop() takes a closing sample only this long after the last one (or when there is none): CPU
+# shares are counted in the kernel's 10 ms ticks since the previous read, so a tail of a few ms
+# reads 0%, 50% or 100% of a core, and in a short run that one sample moves the mean.
+MIN_CLOSING_SAMPLE_S = 0.25
 TRAINER, MACHINE, WORKERS_TOTAL = "trainer", "machine", "workers_total"
 WORKER_PREFIX, GPU_PREFIX = "worker:", "gpu:"
 
@@ -165,6 +169,19 @@ class NvmlReader:
             self._nvml = None
 
 
+def machine_cpu_pct(before: Any, after: Any) -> float:
+    """The busy share of all cores between two ``psutil.cpu_times()`` reads, percent, as
+    ``psutil.cpu_percent`` computes it: idle and iowait are not busy, guest time is already in
+    user time on Linux, a field that went backwards counts 0. Kept here with the sampler's own
+    last read because psutil keeps its last read per thread: primed on the main thread, the
+    sampling thread's first ``cpu_percent(None)`` had nothing to compare with and returned 0.0,
+    a fake idle sample in every run (half the samples of a 2-sample run)."""
+    delta = {f: max(0.0, getattr(after, f) - getattr(before, f)) for f in after._fields}
+    total = sum(delta.values()) - delta.get("guest", 0.0) - delta.get("guest_nice", 0.0)
+    busy = total - delta["idle"] - delta.get("iowait", 0.0)
+    return round(100.0 * busy / total, 1) if total > 0 else 0.0
+
+
 class Telemetry:
     """Samples the trainer process, its workers and the GPUs in a background thread.
 
@@ -201,6 +218,7 @@ class Telemetry:
         # call (~5% of it); within scan_s of the last look the known processes are read.
         self._scanned_at = -float("inf")
         self._workers: dict[int, psutil.Process] = {}  # kept: cpu_percent() needs the last read
+        self._cpu_times = psutil.cpu_times()  # the machine's, at the last sample (or start)
         self._clear()
 
     def _clear(self) -> None:
@@ -208,6 +226,7 @@ class Telemetry:
         self._since_row, self._run = Accumulator(), Accumulator()
         self._latest: Reading = {}
         self._sample_s = 0.0
+        self._last_sample_at: float | None = None  # time.monotonic() of the last sample
         self._note_given = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -220,21 +239,23 @@ class Telemetry:
         self._clear()
         self.note = self._gpu.open()
         self.trainer.cpu_percent(None)
-        psutil.cpu_percent(None)
+        self._cpu_times = psutil.cpu_times()
         self._sample_processes({})  # starts the workers' clocks; the reading is dropped
         self._thread = threading.Thread(target=self._loop, name="rlperf-telemetry", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop the thread, take a last sample (a run shorter than the interval gets one), and
-        close NVML. Idempotent."""
+        """Stop the thread, take a last sample (a run shorter than the interval gets one; see
+        :data:`MIN_CLOSING_SAMPLE_S`), and close NVML. Idempotent."""
         if self._thread is None:
             return
         self._stop.set()
         self._thread.join()
         self._thread = None
-        self.sample()
+        last = self._last_sample_at
+        if last is None or time.monotonic() - last >= MIN_CLOSING_SAMPLE_S:
+            self.sample()
         self._gpu.close()
 
     def __enter__(self) -> Telemetry:
@@ -258,7 +279,9 @@ class Telemetry:
                 reading[TRAINER, "rss_mb"] = self.trainer.memory_info().rss / MB
         except psutil.Error:
             return  # the trainer is gone (sampling another pid that exited)
-        reading[MACHINE, "cpu_pct"] = psutil.cpu_percent(None)
+        now = psutil.cpu_times()
+        reading[MACHINE, "cpu_pct"] = machine_cpu_pct(self._cpu_times, now)
+        self._cpu_times = now
         reading[MACHINE, "mem_used_pct"] = psutil.virtual_memory().percent
         self._sample_processes(reading)
         note = self._gpu.read(reading)
@@ -269,6 +292,7 @@ class Telemetry:
             self._run.add(reading)
             self._latest = reading
             self._sample_s += time.thread_time() - t0
+            self._last_sample_at = time.monotonic()
 
     def _sample_processes(self, reading: Reading) -> None:
         """Add each worker's figures and their sum; forget workers that exited."""
@@ -390,6 +414,6 @@ def describe(block: dict[str, Any]) -> str:
         )
     if "note" in block:
         parts.append(block["note"])
-    return f"telemetry ({block['samples']} samples every {block['interval_s']:g}s): " + "; ".join(
-        parts
-    )
+    n = block["samples"]
+    head = f"telemetry ({n} sample{'' if n == 1 else 's'} every {block['interval_s']:g}s): "
+    return head + "; ".join(parts)
