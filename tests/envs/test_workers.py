@@ -22,7 +22,8 @@ from faulty_envs import FailingCartPole  # tests/envs/, on sys.path under pytest
 from rlperf.envs import make_vec, register, unregister
 from rlperf.envs.spec import read_action_mask
 from rlperf.envs.workers import ApiUsageError, MultiprocessVecEnv, WorkerError
-from rlperf.envs.workers.pool import RowBatch
+from rlperf.envs.workers.layout import env_layout
+from rlperf.envs.workers.pool import RowBatch, probe
 
 SEED = 5
 STEPS = 40
@@ -226,7 +227,7 @@ def test_row_batches_read_their_workers_rows(workers):
     the shared arrays change; consecutive workers' are views of the shared block (no copy)."""
     row_ids = np.arange(12).reshape(4, 3)
     views = {"obs": np.arange(24.0).reshape(12, 2), "rewards": np.zeros(12, np.float32)}
-    batch = RowBatch(workers, row_ids, views)
+    batch = RowBatch(workers, row_ids, views, frozenset(views))
     rows = np.concatenate([row_ids[w] for w in workers])
     np.testing.assert_array_equal(batch.env_ids, rows)
     for step in range(2):
@@ -238,6 +239,19 @@ def test_row_batches_read_their_workers_rows(workers):
     assert np.shares_memory(batch["obs"], views["obs"]) == consecutive
     with pytest.raises(ValueError):  # read-only: the batch is built once and kept
         batch.env_ids[0] = 0
+
+
+@pytest.mark.parametrize("name", ["grid", "cartpole"])
+def test_the_layout_names_its_row_arrays(name):
+    """Every array of one entry per row is named in ``row_arrays`` (RowBatch slices those),
+    every other array has one entry per worker; with a mask and a teacher (the grid) too."""
+    shape = probe(name, dict(ENVS[name][1]))
+    rows, workers = 12 * shape.rows_per_env, 3
+    layout = env_layout(shape, rows, workers)
+    for spec in layout.arrays:
+        assert spec.shape[0] == (rows if spec.name in layout.row_arrays else workers), spec.name
+    assert {"obs", "actions", "final_obs"} <= layout.row_arrays
+    assert ("teacher" in layout.row_arrays) == shape.has_teacher
 
 
 def test_call_order_is_checked():

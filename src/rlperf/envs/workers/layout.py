@@ -39,20 +39,23 @@ class ArraySpec:
 
 @dataclass(frozen=True)
 class Layout:
-    """Named arrays at fixed offsets in one buffer of ``nbytes`` (picklable: sent to workers)."""
+    """Named arrays at fixed offsets in one buffer of ``nbytes`` (picklable: sent to workers);
+    ``row_arrays`` names those with one entry per row (the others have one per worker)."""
 
     arrays: tuple[ArraySpec, ...]
     nbytes: int
+    row_arrays: frozenset[str] = frozenset()
 
     @staticmethod
-    def of(fields: list[tuple[str, tuple[int, ...], Any]]) -> Layout:
+    def of(fields: list[tuple[str, tuple[int, ...], Any]],
+           row_arrays: frozenset[str] = frozenset()) -> Layout:  # fmt: skip
         """Lay out ``(name, shape, dtype)`` fields one after another, each cache-line aligned."""
         offset, specs = 0, []
         for name, shape, dtype in fields:
             spec = ArraySpec(name, tuple(int(d) for d in shape), np.dtype(dtype).str, offset)
             specs.append(spec)
             offset += -(-spec.nbytes // ALIGN_BYTES) * ALIGN_BYTES
-        return Layout(tuple(specs), max(offset, ALIGN_BYTES))
+        return Layout(tuple(specs), max(offset, ALIGN_BYTES), row_arrays)
 
     def views(self, buffer: Any) -> dict[str, np.ndarray]:
         """Numpy views of every array in ``buffer`` (anything with the buffer protocol)."""
@@ -97,20 +100,13 @@ class EnvShape:
         return np.dtype(np.int64)
 
 
-# The arrays with one entry per row (the rest have one per worker).
-ROW_ARRAYS = frozenset({
-    "obs", "actions", "rewards", "terminations", "truncations", "final_obs", "final_flags",
-    "episode_r", "episode_l", "episode_t", "episode_flags", "mask", "teacher",
-})  # fmt: skip
-
-
 def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
     """The block of a multiprocess env with ``rows`` rows in all over ``num_workers`` workers."""
     # Every space a pool carries (Box, Discrete, MultiDiscrete) has a shape.
     obs_shape = cast(tuple[int, ...], shape.observation_space.shape)
     obs_dtype = shape.observation_space.dtype
     action_shape = cast(tuple[int, ...], shape.action_space.shape)
-    fields: list[tuple[str, tuple[int, ...], Any]] = [
+    row_fields: list[tuple[str, tuple[int, ...], Any]] = [
         ("obs", (rows, *obs_shape), obs_dtype),
         ("actions", (rows, *action_shape), shape.action_dtype),
         ("rewards", (rows,), np.float32),
@@ -122,7 +118,12 @@ def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
         ("episode_l", (rows,), np.int64),
         ("episode_t", (rows,), np.float64),
         ("episode_flags", (rows,), np.bool_),
-        # Control, one entry per worker.
+    ]
+    if shape.has_mask:
+        row_fields.append(("mask", (rows, shape.mask_width), np.bool_))
+    if shape.has_teacher:
+        row_fields.append(("teacher", (rows,), np.int64))
+    control_fields: list[tuple[str, tuple[int, ...], Any]] = [
         ("command", (num_workers,), np.int64),
         ("command_seq", (num_workers,), np.int64),
         ("done_seq", (num_workers,), np.int64),
@@ -130,8 +131,4 @@ def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
         ("busy_s", (num_workers,), np.float64),
         ("idle_s", (num_workers,), np.float64),
     ]
-    if shape.has_mask:
-        fields.append(("mask", (rows, shape.mask_width), np.bool_))
-    if shape.has_teacher:
-        fields.append(("teacher", (rows,), np.int64))
-    return Layout.of(fields)
+    return Layout.of(row_fields + control_fields, frozenset(name for name, *_ in row_fields))

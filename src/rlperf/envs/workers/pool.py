@@ -47,7 +47,6 @@ from rlperf.envs.workers import worker
 from rlperf.envs.workers.layout import (
     GET_STATE,
     RESET,
-    ROW_ARRAYS,
     SET_STATE,
     STEP,
     TEACHER,
@@ -182,6 +181,7 @@ class MultiprocessVecEnv(VectorEnv):
             self.get_state, self.set_state = self._get_state, self._set_state
         self._row_ids = np.arange(self.num_envs).reshape(num_workers, self.rows_per_worker)
         self._batches: dict[tuple[int, ...], RowBatch] = {}  # consecutive workers' (_batch)
+        self._row_arrays = layout.row_arrays
         self._spin_s = spin_us * 1e-6
         can_pin = pin_cores and hasattr(os, "sched_getaffinity")
         self._cores = sorted(os.sched_getaffinity(0)) if can_pin else []
@@ -463,7 +463,7 @@ class MultiprocessVecEnv(VectorEnv):
         key = tuple(workers)
         batch = self._batches.get(key)
         if batch is None:
-            batch = RowBatch(key, self._row_ids, self._views)
+            batch = RowBatch(key, self._row_ids, self._views, self._row_arrays)
             if batch.consecutive:
                 self._batches[key] = batch
         return batch
@@ -572,7 +572,7 @@ class RowBatch:
     """
 
     def __init__(self, workers: tuple[int, ...], row_ids: np.ndarray,
-                 views: dict[str, np.ndarray]) -> None:  # fmt: skip
+                 views: dict[str, np.ndarray], row_arrays: frozenset[str]) -> None:  # fmt: skip
         first, count = workers[0], len(workers)
         self._views = views
         self._cached: dict[str, np.ndarray] | None = None
@@ -582,7 +582,7 @@ class RowBatch:
             self.workers: Any = slice(first, first + count)
             self.rows: Any = slice(lo, hi)
             self._cached = {name: array[self.rows] for name, array in views.items()
-                            if name in ROW_ARRAYS}  # fmt: skip
+                            if name in row_arrays}  # fmt: skip
         else:
             self.workers = list(workers)
             self.rows = row_ids[self.workers].ravel()
