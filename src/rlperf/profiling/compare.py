@@ -353,7 +353,9 @@ class Explanation:
         )
 
 
-def _share(report: dict[str, Any], section: str) -> float:
+def section_share(report: dict[str, Any], section: str) -> float:
+    """Section ``section``'s share of the report's wall time, 0-1 (:data:`ENV_PHASE`: its
+    sections' together)."""
     wall = report["totals"]["wall_s"]
     return _seconds(report, section) / wall if wall > 0 else 0.0
 
@@ -392,7 +394,7 @@ def explain_section(
     ratios = [x / y for x, y in zip(c.a, c.b, strict=True) if y > 0]
     if not ratios or not measured:
         return None
-    share = statistics.median(_share(r, c.name) for r in a_reports)
+    share = statistics.median(section_share(r, c.name) for r in a_reports)
     speedup = statistics.median(ratios)
     predicted = 1.0 / ((1.0 - share) + share / speedup)
     return Explanation(c.name, share, speedup, predicted, measured)

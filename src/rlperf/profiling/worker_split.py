@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from rlperf.profiling.compare import ENV_SECTIONS, ENV_STEP
+from rlperf.profiling.compare import ENV_PHASE, ENV_STEP, figures, section_share
 
 
 @dataclass
@@ -78,10 +78,6 @@ def _workers(report: dict[str, Any]) -> list[dict[str, float]] | None:
     return workers if isinstance(workers, list) and workers else None
 
 
-def _seconds(report: dict[str, Any], wanted: tuple[str, ...]) -> float:
-    return sum(e["total_s"] for e in report["sections"] if e["name"] in wanted)
-
-
 def split(a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]) -> WorkerSplit | None:
     """The split where every run of one side had env workers and every run of the other
     stepped serially (``rollout/env_step``); None otherwise (or without a complete pair)."""
@@ -92,17 +88,18 @@ def split(a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]) -> W
         return None
     side = with_workers[0]
     serial_reports = sides["B" if side == "A" else "A"]
-    if not serial_reports or not all(_seconds(r, (ENV_STEP,)) > 0 for r in serial_reports):
+    serial_figures = [figures(r) for r in serial_reports]
+    if not serial_figures or not all(f.get(ENV_STEP, 0.0) > 0 for f in serial_figures):
         return None
     serial, busy, phase, shares, slowdowns, hand_overs = [], [], [], [], [], []
     count = len(_workers(sides[side][0]) or [])
-    for s_report, w_report in zip(serial_reports, sides[side], strict=False):
-        per_1k_s = 1e6 / max(s_report["totals"]["steps"], 1)
-        per_1k_w = 1e6 / max(w_report["totals"]["steps"], 1)
-        serial.append(_seconds(s_report, (ENV_STEP,)) * per_1k_s)
+    for s_report, s_figs, w_report in zip(serial_reports, serial_figures, sides[side],
+                                          strict=False):  # fmt: skip
+        per_1k_w = 1e6 / max(w_report["totals"]["steps"], 1)  # as figures() counts sections
+        serial.append(s_figs[ENV_STEP])
         busy.append(max(w["busy_s"] for w in _workers(w_report) or []) * per_1k_w)
-        phase.append(_seconds(w_report, ENV_SECTIONS) * per_1k_w)
-        shares.append(_seconds(s_report, (ENV_STEP,)) / max(s_report["totals"]["wall_s"], 1e-12))
+        phase.append(figures(w_report)[ENV_PHASE])
+        shares.append(section_share(s_report, ENV_STEP))
         slowdowns.append(busy[-1] / (serial[-1] / count))
         hand_overs.append(phase[-1] - busy[-1])
     med = statistics.median
