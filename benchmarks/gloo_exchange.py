@@ -1,7 +1,8 @@
-"""The gradient exchange between two gloo ranks, alone: how long each call takes once both ranks
+"""The gradient exchange between two ranks, alone: how long each call takes once both ranks
 have arrived, for gloo's I/O threads as gloo makes them and under ``SCHED_IDLE``
-(``--gloo-io``), and for the ring all-reduce against the two-rank send and receive
-(``distributed/group.py``: ``GlooIoThreads``, ``PeerSum``).
+(``--gloo-io``), for the ring all-reduce against the two-rank send and receive
+(``distributed/group.py``: ``GlooIoThreads``, ``PeerSum``), and for the sum through shared
+memory (``distributed/shm_sum.py``, ``ShmSum``: the default between ranks of one machine).
 
     python benchmarks/gloo_exchange.py                       # 1,000 calls each, MLP gradient
     python benchmarks/gloo_exchange.py --numel 4000000 --calls 100
@@ -30,8 +31,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from rlperf.distributed.group import GlooIoThreads, PeerSum
+from rlperf.distributed.shm_sum import ShmSum
 
-CONTENDERS = ("allreduce/normal", "allreduce/idle", "peer/normal", "peer/idle")
+CONTENDERS = ("allreduce/normal", "allreduce/idle", "peer/normal", "peer/idle", "shm/idle")
 
 
 def _free_port() -> int:
@@ -41,21 +43,26 @@ def _free_port() -> int:
 
 
 def _rank(rank: int, how: str, port: int, numel: int, calls: int, gap_us: float, out: dict):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
     op, io = how.split("/")
     if io == "idle":
         GlooIoThreads.find().make_idle()
     grad = torch.randn(numel)
-    peer_sum = PeerSum(dist.group.WORLD, rank)
+    if op == "shm":
+        peer_sum = ShmSum.open(dist.PrefixStore("shm", store), rank, 2, timeout_s=60)
+        if peer_sum is None:
+            raise RuntimeError("this machine cannot share the block (shm_sum.supported)")
+    else:
+        peer_sum = PeerSum(dist.group.WORLD, rank)
     arrive, done = [], []
     for _ in range(calls):
         end = time.perf_counter() + gap_us * 1e-6
         while time.perf_counter() < end:
             pass
         arrive.append(time.monotonic_ns())
-        if op == "peer":
+        if op in ("peer", "shm"):
             peer_sum(grad)
         else:
             dist.all_reduce(grad)

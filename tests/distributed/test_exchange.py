@@ -1,8 +1,10 @@
-"""The gradient average between two gloo ranks: one send and one receive each, then a local add
-(``group.PeerSum``), must be the all-reduce's result bit for bit on both ranks."""
+"""The gradient average between two gloo ranks, through shared memory (``shm_sum.ShmSum``, the
+default on one machine) or one send and one receive each (``group.PeerSum``), must be the
+all-reduce's result bit for bit on both ranks; no shared-memory file is left behind."""
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import torch.distributed as dist
 from ranks import run_ranks
 
 from rlperf.distributed.group import Ranks
+from rlperf.distributed.shm_sum import supported
 
 NUMEL = 9_220  # the default MLP's flat gradient
 
@@ -44,15 +47,25 @@ def test_two_gloo_ranks_average_as_all_reduce_bit_for_bit(tmp_path: Path) -> Non
     assert rank0["calls"] == rank1["calls"] == [3]  # each call went through the clock
 
 
-@pytest.mark.parametrize(("option", "exchange"), [("auto", "sendrecv"), ("allreduce", "allreduce")])
+EXCHANGES = [
+    ("auto", "shm" if supported() else "sendrecv"),
+    pytest.param("shm", "shm", marks=pytest.mark.skipif(not supported(), reason="no shm")),
+    ("sendrecv", "sendrecv"),
+    ("allreduce", "allreduce"),
+]
+
+
+@pytest.mark.parametrize(("option", "exchange"), EXCHANGES)
 def test_grad_exchange_picks_the_path_and_both_average_bit_for_bit(
     tmp_path: Path, option: str, exchange: str
 ) -> None:
+    before = set(glob.glob("/dev/shm/rlperf-grad-*"))
     results = run_ranks(average_three_times, 2, tmp_path, join_options={"grad_exchange": option})
     for call in range(3):
         expected = (gradient(0, call) + gradient(1, call)) * 0.5
         assert all(torch.equal(got["ours"][call], expected) for got in results)
     assert [got["exchange"] for got in results] == [exchange, exchange]
+    assert set(glob.glob("/dev/shm/rlperf-grad-*")) <= before
 
 
 def test_a_single_process_has_no_exchange() -> None:

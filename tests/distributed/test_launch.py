@@ -14,6 +14,8 @@ import torch
 from ranks import env_with_src, free_port, rlperf_command, run_cli
 from test_faults import TINY, error_lines, faulty_run
 
+from rlperf.distributed.shm_sum import supported
+
 ITERATIONS = 6
 # No learning-rate annealing: its schedule follows --total-steps, which the resume test's first
 # part sets shorter.
@@ -90,7 +92,7 @@ def test_two_nodes_on_one_host_write_one_run_directory(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ranks"] == 2 and summary["global_step"] == 3 * 2 * 4 * 8
     assert summary["gloo_io"] == "idle"  # the default, its threads found on rank 0
-    assert summary["grad_exchange"] == "sendrecv"  # the default for exactly two gloo ranks
+    assert summary["grad_exchange"] == ("shm" if supported() else "sendrecv")  # the default
     assert len(rows(run_dir)) == 3
     # Rank 0 printed the summary; the other node printed none.
     assert sum("steps in" in out for out, _ in outputs) == 1
@@ -103,6 +105,14 @@ def test_two_nodes_on_one_host_write_one_run_directory(tmp_path: Path) -> None:
         (["--nproc", "64"], "cores this process may use"),
         (["--nproc", "2", "--dist-backend", "nccl"], "nccl needs CUDA"),
         (["--nproc", "2", "--grad-exchange", "ring"], "invalid choice: 'ring'"),
+        (
+            "--nnodes 2 --rdzv-endpoint h:1 --grad-exchange shm".split(),
+            "--grad-exchange shm needs every rank on one machine",
+        ),
+        (
+            "--nproc 3 --oversubscribe --grad-exchange sendrecv".split(),
+            "--grad-exchange sendrecv needs exactly 2 ranks, got 3",
+        ),
     ],
 )
 def test_bad_launch_flags(tmp_path: Path, flags: list[str], says: str) -> None:

@@ -7,9 +7,11 @@ gets :data:`SINGLE`, whose collectives do nothing, so the trainer never branches
 size. What the trainer asks of it, and why each is collective:
 
 - :meth:`Ranks.broadcast_module`: every rank starts from rank 0's initial weights.
-- :attr:`Ranks.grad_allreduce`: averages the flat gradient of each minibatch in place (one
-  all-reduce, before clipping; between two gloo ranks one send and one receive each, the same
-  sum with fewer hand-offs); None for a single process, so its update path is unchanged.
+- :attr:`Ranks.grad_allreduce`: averages the flat gradient of each minibatch in place (one sum,
+  before clipping: through shared memory between gloo ranks of one machine (``shm_sum.py``),
+  by one send and one receive each between two gloo ranks on two machines, an all-reduce
+  otherwise; the same sum in each case); None for a single process, so its update path is
+  unchanged.
 - :meth:`Ranks.mean`: the iteration's loss statistics averaged over ranks. Every rank then logs
   the same figures and takes the same non-finite-loss decision (NaN propagates through the sum),
   so no rank stops while the others wait in the next all-reduce.
@@ -36,10 +38,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from rlperf.distributed.shm_sum import ShmSum
+
 BACKENDS = ("auto", "gloo", "nccl")
 GLOO_IO_PRIORITIES = ("idle", "normal")
-# auto: two gloo ranks exchange the gradient by send and receive (PeerSum), others all-reduce.
-GRAD_EXCHANGES = ("auto", "allreduce")
+# auto: gloo ranks of one machine sum the gradient in shared memory (ShmSum), two gloo ranks
+# on two machines by send and receive (PeerSum), others all-reduce (open_grad_sum).
+GRAD_EXCHANGES = ("auto", "shm", "sendrecv", "allreduce")
 # The name gloo's TCP transport gives the thread that runs its epoll loop (one per device).
 GLOO_IO_THREAD = "gloo_tcp_loop"
 DEFAULT_TIMEOUT_S = 60.0
@@ -191,9 +196,11 @@ class PeerSum:
     one message each way. gloo's ring all-reduce passes the tensor between the calling thread, a
     gloo worker and the event loop several times a call; the exchange after both ranks arrived
     took a median 0.22-0.32 ms this way against 0.54-0.60 ms as an all-reduce on the 2-core
-    development machine (docs/distributed.md). Used by :class:`Ranks` for the gradient and by
-    the registry's ``allreduce`` case (``loopback.py``), so both time the same path.
+    development machine (docs/distributed.md). :func:`open_grad_sum` takes it for two ranks that
+    cannot share memory (two machines); ranks of one machine sum through :class:`ShmSum`.
     """
+
+    name = "sendrecv"
 
     def __init__(self, group: Any, rank: int) -> None:
         self.group, self.peer = group, 1 - rank
@@ -209,6 +216,31 @@ class PeerSum:
         for work in works:
             work.wait()
         tensor.add_(self._buffer)
+
+
+GradSum = ShmSum | PeerSum
+
+
+def open_grad_sum(exchange: str, store: Any, group: Any, rank: int, world_size: int,
+                  timeout_s: float) -> GradSum | None:  # fmt: skip
+    """How gloo ranks sum the flat gradient (``--grad-exchange``); None: ``all_reduce``.
+
+    Every rank calls it together. ``auto`` takes shared memory where every rank can map the
+    same block (:meth:`ShmSum.open`), else one send and one receive for exactly two ranks, else
+    the all-reduce; ``shm`` and ``sendrecv`` insist on theirs (ValueError where it cannot be).
+    """
+    if exchange in ("auto", "shm"):
+        shm = ShmSum.open(store, rank, world_size, timeout_s)
+        if shm is not None:
+            return shm
+        if exchange == "shm":
+            raise ValueError("--grad-exchange shm: the ranks cannot map one block of shared "
+                             "memory (several machines, or no /dev/shm on x86-64)")  # fmt: skip
+    if exchange in ("auto", "sendrecv") and world_size == 2:
+        return PeerSum(group, rank)
+    if exchange == "sendrecv":
+        raise ValueError(f"--grad-exchange sendrecv needs exactly 2 ranks, got {world_size}")
+    return None
 
 
 @contextlib.contextmanager
@@ -250,7 +282,7 @@ class Ranks:
     _objects: Any = None  # a gloo process group for Python objects (checkpoint parts)
     clock: AllreduceClock = field(default_factory=lambda: AllreduceClock(capacity=1))
     io_threads: GlooIoThreads | None = None
-    peer_sum: PeerSum | None = None  # exactly two gloo ranks: the gradient's sum (join)
+    grad_sum: GradSum | None = None  # gloo: the gradient's sum when not all_reduce (join)
 
     @property
     def is_main(self) -> bool:
@@ -273,11 +305,11 @@ class Ranks:
 
     @property
     def grad_exchange(self) -> str | None:
-        """How the gradient's sum travels: ``sendrecv`` (:class:`PeerSum`) or ``allreduce``;
-        None for a single process."""
+        """How the gradient's sum travels: ``shm`` (:class:`ShmSum`), ``sendrecv``
+        (:class:`PeerSum`) or ``allreduce``; None for a single process."""
         if not self.distributed:
             return None
-        return "sendrecv" if self.peer_sum is not None else "allreduce"
+        return self.grad_sum.name if self.grad_sum is not None else "allreduce"
 
     def seed(self, seed: int) -> int:
         """This rank's seed for the run's ``seed`` (rank 0 keeps it)."""
@@ -302,12 +334,13 @@ class Ranks:
         # SUM then one scale: gloo has no AVG op; the scale is one fused kernel.
         arrive_ns = time.monotonic_ns()
         with _collective():
-            if self.peer_sum is not None:
-                self.peer_sum(grad)
+            if self.grad_sum is not None:
+                self.grad_sum(grad)
             else:
                 dist.all_reduce(grad, op=dist.ReduceOp.SUM)
         self.clock.record(arrive_ns, time.monotonic_ns())
-        if self.io_threads is not None:
+        # The starvation guard reads gloo's calls; the shared-memory sum does not use gloo.
+        if self.io_threads is not None and not isinstance(self.grad_sum, ShmSum):
             self.io_threads.check(self.clock, grad.numel())
         grad.mul_(1.0 / self.world_size)
 
@@ -349,6 +382,8 @@ class Ranks:
 
     def close(self) -> None:
         """Leave the process group (a no-op for a single process)."""
+        if isinstance(self.grad_sum, ShmSum):
+            self.grad_sum.close()
         if self.distributed and dist.is_initialized():
             dist.destroy_process_group()
 
@@ -373,9 +408,8 @@ def join(
         timeout_s: how long a collective may wait for the other ranks before it fails.
         gloo_io: ``idle`` puts gloo's I/O threads under ``SCHED_IDLE`` while that does not
             starve them (:class:`GlooIoThreads`); ``normal`` leaves them as gloo made them.
-        grad_exchange: ``auto`` sums the gradient of exactly two gloo ranks by send and
-            receive (:class:`PeerSum`) and all-reduces otherwise; ``allreduce`` always
-            all-reduces.
+        grad_exchange: how gloo ranks sum the gradient (:func:`open_grad_sum`): ``auto``,
+            ``shm``, ``sendrecv`` or ``allreduce``.
     """
     if not launched_rank() or int(os.environ["WORLD_SIZE"]) == 1:
         return SINGLE
@@ -385,16 +419,18 @@ def join(
         torch.cuda.set_device(local_rank)
     timeout = datetime.timedelta(seconds=timeout_s)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = _attempt_store(rank, world_size, timeout)
     dist.init_process_group(
-        backend, store=_attempt_store(rank, world_size, timeout), rank=rank,
-        world_size=world_size, timeout=timeout,
+        backend, store=store, rank=rank, world_size=world_size, timeout=timeout
     )  # fmt: skip
     objects = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
     io_threads = GlooIoThreads.find().make_idle() if gloo_io == "idle" else None
-    two_gloo = world_size == 2 and backend == "gloo" and grad_exchange == "auto"
-    peer_sum = PeerSum(dist.group.WORLD, rank) if two_gloo else None
+    grad_sum = None
+    if backend == "gloo":
+        grad_sum = open_grad_sum(grad_exchange, dist.PrefixStore("rlperf/grad", store),
+                                 dist.group.WORLD, rank, world_size, timeout_s)  # fmt: skip
     return Ranks(dist.get_rank(), dist.get_world_size(), local_rank, backend, objects,
-                 AllreduceClock(), io_threads, peer_sum)  # fmt: skip
+                 AllreduceClock(), io_threads, grad_sum)  # fmt: skip
 
 
 def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store:

@@ -38,6 +38,7 @@ from rlperf.distributed.group import (
     GRAD_EXCHANGES,
     is_collective_error,
     launched_rank,
+    resolve_backend,
 )
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -91,8 +92,9 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--grad-exchange", default="auto", choices=GRAD_EXCHANGES,
-        help="auto: two gloo ranks swap gradients by send and receive, more ranks all-reduce; "
-        "allreduce: always all-reduce (default: auto)",
+        help="how gloo ranks sum each minibatch's gradient. auto: shared memory between ranks "
+        "of one machine, else send and receive between two ranks, else all-reduce; shm, "
+        "sendrecv, allreduce: that one (default: auto)",
     )  # fmt: skip
 
 
@@ -129,6 +131,15 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
         return f"--dist-timeout-s must be positive, got {args.dist_timeout_s}"
     if args.dist_backend == "nccl" and not torch.cuda.is_available():
         return "--dist-backend nccl needs CUDA, which this machine does not have (use gloo)"
+    if (
+        args.grad_exchange in ("shm", "sendrecv")
+        and resolve_backend(args.dist_backend, device) != "gloo"
+    ):
+        return f"--grad-exchange {args.grad_exchange} is for gloo ranks; nccl all-reduces"
+    if args.grad_exchange == "sendrecv" and args.nproc * args.nnodes != 2:
+        return f"--grad-exchange sendrecv needs exactly 2 ranks, got {args.nproc * args.nnodes}"
+    if args.grad_exchange == "shm" and args.nnodes > 1:
+        return "--grad-exchange shm needs every rank on one machine; --nnodes is above 1"
     slots, what = available_slots(device)
     if args.nproc > slots and not getattr(args, "oversubscribe", False):
         return (

@@ -248,8 +248,8 @@ def _optimizer_step(hidden: int) -> Prepared:
 
 def _allreduce(kind: str) -> Prepared:
     """The sum of the default ``kind`` policy's flat gradient between 2 gloo ranks on this
-    machine, as ``--nproc 2`` makes it every minibatch (``update/allreduce``: one send and one
-    receive each, ``distributed/loopback.py``)."""
+    machine, as ``--nproc 2`` makes it every minibatch (``update/allreduce``: through shared
+    memory where the machine allows, ``distributed/loopback.py``)."""
     try:
         from rlperf.distributed.loopback import pair
     except ImportError as e:  # older commits: no distributed training
