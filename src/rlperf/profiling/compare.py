@@ -194,6 +194,12 @@ def _spread(name: str, values: list[float]) -> str:
     return f"{_fmt(name, mid)} [{_fmt(name, min(values))}-{_fmt(name, max(values))}]"
 
 
+def _one_side_cells(side: str, cell: str) -> tuple[str, str]:
+    """A one-sided row's A and B cells (:func:`one_sided`): the figure on its side, "-" on the
+    other."""
+    return (cell, "-") if side == "A" else ("-", cell)
+
+
 def render_runs(
     comparisons: list[Comparison],
     a_label: str,
@@ -220,9 +226,7 @@ def render_runs(
             f"{c.median_change:>+9.1%}{c.noise:>9.1%}  {c.verdict}"
         )
     for name, side, values in only:
-        a_cell, b_cell = (
-            (_spread(name, values), "-") if side == "A" else ("-", _spread(name, values))
-        )
+        a_cell, b_cell = _one_side_cells(side, _spread(name, values))
         lines.append(f"{name:<28}{a_cell:>{width}}{b_cell:>{width}}{'':>18}  only in {side}")
     return "\n".join(lines)
 
@@ -244,9 +248,7 @@ def render_reports(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: st
             f"{c.median_change:>+10.1%}"
         )
     for name, side, values in one_sided([a], [b]):
-        a_cell, b_cell = (
-            (_fmt(name, values[0]), "-") if side == "A" else ("-", _fmt(name, values[0]))
-        )
+        a_cell, b_cell = _one_side_cells(side, _fmt(name, values[0]))
         which = "baseline" if side == "A" else "candidate"
         lines.append(f"{name:<34}{a_cell:>12}{b_cell:>12}  only in {which}")
     lines += [
