@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import torch
 
+from rlperf.distributed import shm_sum
+from rlperf.distributed.group import open_grad_sum
 from rlperf.distributed.shm_sum import ShmSum, ShmSumTimeout, supported
 
 pytestmark = pytest.mark.skipif(not supported(), reason="needs /dev/shm on x86-64")
@@ -167,3 +169,37 @@ def test_an_overflow_gives_inf_quietly_as_torch_does() -> None:
 
     for got in on_ranks(2, rank_main):
         assert torch.equal(got, torch.tensor([float("inf"), 0.0, 2.0]))
+
+
+@pytest.mark.parametrize(
+    ("exchange", "world_size", "expected"),
+    [("auto", 2, "sendrecv"), ("auto", 3, "allreduce"), ("sendrecv", 2, "sendrecv"),
+     ("allreduce", 2, "allreduce")],
+)  # fmt: skip
+def test_without_shared_memory_the_ranks_fall_back_together(
+    monkeypatch: pytest.MonkeyPatch, exchange: str, world_size: int, expected: str
+) -> None:
+    monkeypatch.setattr(shm_sum, "supported", lambda: False)  # e.g. not x86-64
+    store = DictStore()
+    got = on_ranks(world_size, lambda r: open_grad_sum(exchange, store, None, r, world_size, 1.0))
+    assert [g.name if g is not None else "allreduce" for g in got] == [expected] * world_size
+
+
+@pytest.mark.parametrize(("exchange", "world_size"), [("shm", 2), ("sendrecv", 3)])
+def test_an_exchange_that_cannot_be_is_refused_on_every_rank(
+    monkeypatch: pytest.MonkeyPatch, exchange: str, world_size: int
+) -> None:
+    monkeypatch.setattr(shm_sum, "supported", lambda: exchange != "shm")
+    store = DictStore()
+
+    def rank_main(rank: int) -> str:
+        try:
+            grad_sum = open_grad_sum(exchange, store, None, rank, world_size, 1.0)
+        except ValueError as e:
+            return str(e)
+        if isinstance(grad_sum, ShmSum):
+            grad_sum.close()
+        return "opened"
+
+    says = on_ranks(world_size, rank_main)
+    assert all(s.startswith(f"--grad-exchange {exchange}") for s in says), says

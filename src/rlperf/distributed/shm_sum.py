@@ -182,7 +182,9 @@ class ShmSum:
         """Drop this rank's mapping and descriptor (the block goes with the last rank's)."""
         self._slots = self._seq = None
         if self._map is not None:
-            self._map.close()
+            # A view still held (a traceback's frame) keeps the mapping until it goes.
+            with contextlib.suppress(BufferError):
+                self._map.close()
             self._map = None
         if self.fd >= 0:
             os.close(self.fd)
