@@ -6,6 +6,8 @@ open the block makes every rank fall back, and the file is gone once the ranks h
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -17,7 +19,7 @@ import torch
 
 from rlperf.distributed import shm_sum
 from rlperf.distributed.group import open_grad_sum
-from rlperf.distributed.shm_sum import ShmSum, ShmSumTimeout, supported
+from rlperf.distributed.shm_sum import PeerLost, ShmSum, supported
 
 pytestmark = pytest.mark.skipif(not supported(), reason="needs /dev/shm on x86-64")
 
@@ -93,13 +95,32 @@ def test_every_rank_gets_the_rank_order_sum_bit_for_bit(world_size: int) -> None
 
 def test_a_rank_that_does_not_arrive_times_out_naming_it() -> None:
     store = DictStore()
+    store.set("shm_sum/pid/1", "0")  # a pid this process cannot see: only the timeout applies
     store.set("shm_sum/ok/1", "1")  # rank 1 opened the block, then never sums
     shm = ShmSum.open(store, 0, 2, timeout_s=0.2)
     assert shm is not None
     start = time.perf_counter()
-    with pytest.raises(ShmSumTimeout, match="rank 1 did not arrive at gradient sum 1 within 0.2 s"):
+    with pytest.raises(PeerLost, match="rank 1 did not arrive at gradient sum 1 within 0.2 s"):
         shm(torch.ones(8))
     assert time.perf_counter() - start < 2.0
+    shm.close()
+
+
+def test_a_rank_that_exits_is_noticed_before_the_timeout() -> None:
+    rank1 = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    store = DictStore()
+    store.set("shm_sum/pid/1", str(rank1.pid))
+    store.set("shm_sum/ok/1", "1")
+    shm = ShmSum.open(store, 0, 2, timeout_s=30)
+    assert shm is not None and shm.peer_pids == {1: rank1.pid}
+    start = time.perf_counter()
+    # Left unreaped, rank 1 stays a zombie: that counts as gone too.
+    with pytest.raises(
+        PeerLost, match=f"rank 1 \\(pid {rank1.pid}\\) exited before gradient sum 1"
+    ):
+        shm(torch.ones(8))
+    assert time.perf_counter() - start < 5.0
+    rank1.wait()
     shm.close()
 
 
@@ -109,11 +130,13 @@ def test_a_rank_that_cannot_open_the_block_makes_every_rank_fall_back(tmp_path: 
     foreign.write_bytes(b"\0" * 16)
     store.set("shm_sum/path", f"{foreign}|{'ab' * 16}")
     store.set("shm_sum/ok/0", "1")
+    store.set("shm_sum/pid/0", "0")
     assert ShmSum.open(store, 1, 2, timeout_s=1) is None
     assert store.get("shm_sum/ok/1") == b"0"
     # ...and rank 0, reading rank 1's "0", gives up its block too.
     store = DictStore()
     store.set("shm_sum/ok/1", "0")
+    store.set("shm_sum/pid/1", "0")
     assert ShmSum.open(store, 0, 2, timeout_s=1) is None
 
 

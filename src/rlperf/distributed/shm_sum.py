@@ -52,6 +52,7 @@ TOKEN_BYTES = 16
 # the tail on the 2-core development machine; a waiting rank has nothing else to run.
 SPIN_S = 0.005
 POLL_SLEEP_S = 50e-6
+PID_LOOK_S = 0.1  # while polling, how often to look whether the awaited rank still runs
 
 
 def supported() -> bool:
@@ -59,8 +60,18 @@ def supported() -> bool:
     return os.path.isdir(SHM_DIR) and platform.machine().lower() in ("x86_64", "amd64")
 
 
-class ShmSumTimeout(RuntimeError):
-    """Another rank did not arrive at a sum within the run's timeout."""
+class PeerLost(RuntimeError):
+    """Another rank did not arrive at a sum: it exited, or did not come within the timeout."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 class ShmSum:
@@ -73,9 +84,14 @@ class ShmSum:
 
     name = "shm"
 
-    def __init__(self, fd: int, rank: int, world_size: int, timeout_s: float,
-                 spin_s: float = SPIN_S) -> None:  # fmt: skip
+    def __init__(
+        self, fd: int, rank: int, world_size: int, timeout_s: float,
+        peer_pids: dict[int, int] | None = None, spin_s: float = SPIN_S,
+    ) -> None:  # fmt: skip
         self.fd, self.rank, self.world_size = fd, rank, world_size
+        # The other ranks' process ids, where this process can see them (one pid namespace):
+        # a rank that exits is noticed while polling, not only at the timeout.
+        self.peer_pids = peer_pids or {}
         self.timeout_s, self.spin_s = timeout_s, spin_s
         self.calls = 0
         self._end = LINE_BYTES * (1 + world_size)  # the token's line, then one per rank
@@ -109,6 +125,7 @@ class ShmSum:
                 if fd >= 0 and os.pread(fd, TOKEN_BYTES, 0) != bytes.fromhex(token_hex):
                     os.close(fd)  # a same-named file of another machine's /dev/shm
                     fd = -1
+        store.set(f"shm_sum/pid/{rank}", str(os.getpid()))
         store.set(f"shm_sum/ok/{rank}", "1" if fd >= 0 else "0")
         everyone = all(store.get(f"shm_sum/ok/{r}") == b"1" for r in range(world_size))
         if rank == 0 and path:
@@ -117,7 +134,8 @@ class ShmSum:
             if fd >= 0:
                 os.close(fd)
             return None
-        return cls(fd, rank, world_size, timeout_s)
+        pids = {r: int(store.get(f"shm_sum/pid/{r}")) for r in range(world_size) if r != rank}
+        return cls(fd, rank, world_size, timeout_s, {r: p for r, p in pids.items() if _alive(p)})
 
     def _map_for(self, flat: np.ndarray) -> None:
         """Slots for ``flat`` in a new region past every earlier one: a rank that moves on to
@@ -168,14 +186,21 @@ class ShmSum:
         assert seq is not None
         start = time.perf_counter()
         spin_until, give_up = start + self.spin_s, start + self.timeout_s
+        look_at = spin_until
+        pid = self.peer_pids.get(other)
         while seq[other] < call:
             now = time.perf_counter()
             if now > spin_until:
                 if now > give_up:
-                    raise ShmSumTimeout(
+                    raise PeerLost(
                         f"rank {other} did not arrive at gradient sum {call} within "
                         f"{self.timeout_s:g} s"
                     )
+                if pid is not None and now > look_at:
+                    if not _alive(pid):
+                        raise PeerLost(f"rank {other} (pid {pid}) exited before gradient sum "
+                                       f"{call}")  # fmt: skip
+                    look_at = now + PID_LOOK_S
                 time.sleep(POLL_SLEEP_S)
 
     def close(self) -> None:
