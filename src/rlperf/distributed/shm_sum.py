@@ -107,7 +107,7 @@ class ShmSum:
         of them could not share the block.
 
         Args:
-            store: the run's ``torch.distributed`` store (keys are set and read once each).
+            store: the run's ``torch.distributed`` store (each rank sets its keys once).
         """
         fd, token = -1, b""
         if rank == 0:
@@ -144,9 +144,7 @@ class ShmSum:
         size = base + 2 * self.world_size * flat.nbytes
         if os.fstat(self.fd).st_size < size:
             os.ftruncate(self.fd, size)  # every rank grows it to the same size: idempotent
-        self._slots = self._seq = None  # views of the old mapping, which is closed next
-        if self._map is not None:
-            self._map.close()
+        self._release_map()
         self._map = mmap.mmap(self.fd, size)
         self._seq = np.ndarray((self.world_size,), dtype=np.int64, buffer=self._map,
                                offset=LINE_BYTES, strides=(LINE_BYTES,))  # fmt: skip
@@ -203,14 +201,17 @@ class ShmSum:
                     look_at = now + PID_LOOK_S
                 time.sleep(POLL_SLEEP_S)
 
-    def close(self) -> None:
-        """Drop this rank's mapping and descriptor (the block goes with the last rank's)."""
+    def _release_map(self) -> None:
         self._slots = self._seq = None
         if self._map is not None:
             # A view still held (a traceback's frame) keeps the mapping until it goes.
             with contextlib.suppress(BufferError):
                 self._map.close()
             self._map = None
+
+    def close(self) -> None:
+        """Drop this rank's mapping and descriptor (the block goes with the last rank's)."""
+        self._release_map()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
