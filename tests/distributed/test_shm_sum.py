@@ -5,6 +5,7 @@ open the block makes every rank fall back, and the file is gone once the ranks h
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -226,3 +227,17 @@ def test_an_exchange_that_cannot_be_is_refused_on_every_rank(
 
     says = on_ranks(world_size, rank_main)
     assert all(s.startswith(f"--grad-exchange {exchange}") for s in says), says
+
+
+def test_a_full_dev_shm_fails_with_a_message_not_sigbus(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = DictStore()
+    shms = on_ranks(2, lambda rank: ShmSum.open(store, rank, 2, timeout_s=10))
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError, match=r"no room for the gradient's shared block \(0.1 MiB\)"):
+        shms[0](torch.zeros(NUMEL))
+    for shm in shms:
+        shm.close()

@@ -143,7 +143,17 @@ class ShmSum:
         base = -(-self._end // LINE_BYTES) * LINE_BYTES
         size = base + 2 * self.world_size * flat.nbytes
         if os.fstat(self.fd).st_size < size:
-            os.ftruncate(self.fd, size)  # every rank grows it to the same size: idempotent
+            # Allocated now, not at first touch: a full /dev/shm (Docker's default is 64 MB)
+            # then fails here with a message, where a sparse file would kill the rank with
+            # SIGBUS at the copy. Every rank asks for the same size: the first one allocates.
+            try:
+                os.posix_fallocate(self.fd, 0, size)
+            except OSError as e:
+                raise OSError(
+                    e.errno, f"{SHM_DIR} has no room for the gradient's shared block "
+                    f"({size / 2**20:.1f} MiB): give it more (docker run --shm-size) or pass "
+                    "--grad-exchange allreduce",
+                ) from e  # fmt: skip
         self._release_map()
         self._map = mmap.mmap(self.fd, size)
         self._seq = np.ndarray((self.world_size,), dtype=np.int64, buffer=self._map,
