@@ -221,7 +221,7 @@ def test_an_exchange_that_cannot_be_is_refused_on_every_rank(
             grad_sum = open_grad_sum(exchange, store, None, rank, world_size, 1.0)
         except ValueError as e:
             return str(e)
-        if isinstance(grad_sum, ShmSum):
+        if grad_sum is not None:
             grad_sum.close()
         return "opened"
 

@@ -217,6 +217,9 @@ class PeerSum:
             work.wait()
         tensor.add_(self._buffer)
 
+    def close(self) -> None:
+        """Nothing to release: the process group's connections go with the group."""
+
 
 GradSum = ShmSum | PeerSum
 
@@ -382,7 +385,7 @@ class Ranks:
 
     def close(self) -> None:
         """Leave the process group (a no-op for a single process)."""
-        if isinstance(self.grad_sum, ShmSum):
+        if self.grad_sum is not None:
             self.grad_sum.close()
         if self.distributed and dist.is_initialized():
             dist.destroy_process_group()
