@@ -8,8 +8,8 @@ loop, and returns this side (its own store and group object, not torch.distribut
 default group, so cases of different sizes can follow each other in one process). The partner
 is a ``python -c`` subprocess of the same ``rlperf`` (multiprocessing's spawn would re-run the
 measuring tool's ``__main__``); it ends when :meth:`Pair.close` or this process's exit
-terminates it, or when its exchange fails because this side is gone (at once over gloo, after
-the 60 s timeout through shared memory).
+terminates it, or when its exchange fails because this side is gone (at once over gloo, within
+~0.1 s of polling through shared memory).
 """
 
 from __future__ import annotations
