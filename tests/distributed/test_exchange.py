@@ -5,6 +5,7 @@ all-reduce's result bit for bit on both ranks; no shared-memory file is left beh
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def average_three_times(ranks: Ranks) -> dict[str, list[torch.Tensor]]:
         ours.append(grad)
         reference.append(ref * (1.0 / ranks.world_size))
     return {"ours": ours, "reference": reference, "calls": [ranks.clock.calls],
-            "exchange": ranks.grad_exchange}  # fmt: skip
+            "exchange": ranks.grad_exchange, "gloo_io": ranks.gloo_io}  # fmt: skip
 
 
 def test_two_gloo_ranks_average_as_all_reduce_bit_for_bit(tmp_path: Path) -> None:
@@ -66,6 +67,9 @@ def test_grad_exchange_picks_the_path_and_both_average_bit_for_bit(
         assert all(torch.equal(got["ours"][call], expected) for got in results)
     assert [got["exchange"] for got in results] == [exchange, exchange]
     assert set(glob.glob("/dev/shm/rlperf-grad-*")) <= before
+    # --gloo-io idle (the default) where the gradient goes through gloo, not with shared memory.
+    gloo_io = "idle" if exchange != "shm" and hasattr(os, "SCHED_IDLE") else "normal"
+    assert [got["gloo_io"] for got in results] == [gloo_io, gloo_io]
 
 
 def test_a_single_process_has_no_exchange() -> None:

@@ -86,9 +86,9 @@ def add_launch_flags(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--gloo-io", default="idle", choices=GLOO_IO_PRIORITIES,
-        help="idle: gloo's I/O threads give way to any other thread, which cuts the all-reduce's "
-        "tail where the ranks fill the cores; normal: on a machine busy with other work "
-        "(default: idle)",
+        help="idle: where the gradient goes through gloo, its I/O threads give way to any "
+        "other thread, which cuts the exchange's tail where the ranks fill the cores; normal: "
+        "on a machine busy with other work (default: idle)",
     )  # fmt: skip
     group.add_argument(
         "--grad-exchange", default="auto", choices=GRAD_EXCHANGES,
