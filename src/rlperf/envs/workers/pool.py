@@ -575,19 +575,16 @@ class RowBatch:
                  views: dict[str, np.ndarray], row_arrays: frozenset[str]) -> None:  # fmt: skip
         first, count = workers[0], len(workers)
         self._views = views
-        self._cached: dict[str, np.ndarray] | None = None
         self.consecutive = workers == tuple(range(first, first + count))
-        if self.consecutive:
-            lo, hi = int(row_ids[first, 0]), int(row_ids[first + count - 1, -1]) + 1
-            self.workers: Any = slice(first, first + count)
-            self.rows: Any = slice(lo, hi)
-            self._cached = {name: array[self.rows] for name, array in views.items()
-                            if name in row_arrays}  # fmt: skip
-        else:
-            self.workers = list(workers)
-            self.rows = row_ids[self.workers].ravel()
+        self.workers: Any = slice(first, first + count) if self.consecutive else list(workers)
         self.env_ids = row_ids[self.workers].ravel()
         self.env_ids.flags.writeable = False
+        self.rows: Any = self.env_ids  # an index array (read-only serves to index)
+        self._cached: dict[str, np.ndarray] | None = None
+        if self.consecutive:
+            self.rows = slice(int(self.env_ids[0]), int(self.env_ids[-1]) + 1)
+            self._cached = {name: array[self.rows] for name, array in views.items()
+                            if name in row_arrays}  # fmt: skip
 
     def __getitem__(self, name: str) -> np.ndarray:
         """Array ``name`` at these rows."""
