@@ -224,6 +224,17 @@ class PeerSum:
 GradSum = ShmSum | PeerSum
 
 
+def grad_exchange_problem(exchange: str, backend: str, world_size: int) -> str | None:
+    """Why ``--grad-exchange exchange`` cannot be for ``world_size`` ranks on ``backend``
+    (one line), or None. The launcher asks before any rank starts; :func:`open_grad_sum`
+    asks again for ranks that torchrun started."""
+    if exchange in ("shm", "sendrecv") and backend != "gloo":
+        return f"--grad-exchange {exchange} is for gloo ranks; nccl all-reduces"
+    if exchange == "sendrecv" and world_size != 2:
+        return f"--grad-exchange sendrecv needs exactly 2 ranks, got {world_size}"
+    return None
+
+
 def open_grad_sum(exchange: str, store: Any, group: Any, rank: int, world_size: int,
                   timeout_s: float) -> GradSum | None:  # fmt: skip
     """How gloo ranks sum the flat gradient (``--grad-exchange``); None: ``all_reduce``.
@@ -239,10 +250,11 @@ def open_grad_sum(exchange: str, store: Any, group: Any, rank: int, world_size: 
         if exchange == "shm":
             raise ValueError("--grad-exchange shm: the ranks cannot map one block of shared "
                              "memory (several machines, or no /dev/shm on x86-64)")  # fmt: skip
+    problem = grad_exchange_problem(exchange, "gloo", world_size)
+    if problem:
+        raise ValueError(problem)
     if exchange in ("auto", "sendrecv") and world_size == 2:
         return PeerSum(group, rank)
-    if exchange == "sendrecv":
-        raise ValueError(f"--grad-exchange sendrecv needs exactly 2 ranks, got {world_size}")
     return None
 
 

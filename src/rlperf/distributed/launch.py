@@ -36,6 +36,7 @@ from rlperf.distributed.group import (
     DEFAULT_TIMEOUT_S,
     GLOO_IO_PRIORITIES,
     GRAD_EXCHANGES,
+    grad_exchange_problem,
     is_collective_error,
     launched_rank,
     resolve_backend,
@@ -131,13 +132,11 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
         return f"--dist-timeout-s must be positive, got {args.dist_timeout_s}"
     if args.dist_backend == "nccl" and not torch.cuda.is_available():
         return "--dist-backend nccl needs CUDA, which this machine does not have (use gloo)"
-    if (
-        args.grad_exchange in ("shm", "sendrecv")
-        and resolve_backend(args.dist_backend, device) != "gloo"
-    ):
-        return f"--grad-exchange {args.grad_exchange} is for gloo ranks; nccl all-reduces"
-    if args.grad_exchange == "sendrecv" and args.nproc * args.nnodes != 2:
-        return f"--grad-exchange sendrecv needs exactly 2 ranks, got {args.nproc * args.nnodes}"
+    world_size = args.nproc * args.nnodes
+    backend = resolve_backend(args.dist_backend, device)
+    problem = grad_exchange_problem(args.grad_exchange, backend, world_size)
+    if problem:
+        return problem
     if args.grad_exchange == "shm" and args.nnodes > 1:
         return "--grad-exchange shm needs every rank on one machine; --nnodes is above 1"
     slots, what = available_slots(device)
@@ -148,7 +147,6 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
         )
     if args.nnodes > 1 and not args.rdzv_endpoint:
         return "--nnodes above 1 needs --rdzv-endpoint HOST:PORT, the same on every machine"
-    world_size = args.nproc * args.nnodes
     if saved_world_size is not None and saved_world_size != world_size:
         return (
             f"mismatched --resume: the run was made by {saved_world_size} rank(s), the command "
