@@ -82,8 +82,8 @@ def split(a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]) -> W
     """The split where every run of one side had env workers and every run of the other
     stepped serially (``rollout/env_step``); None otherwise (or without a complete pair)."""
     sides = {"A": a_reports, "B": b_reports}
-    with_workers = [s for s, reports in sides.items()
-                    if reports and all(_workers(r) for r in reports)]  # fmt: skip
+    workers_of = {s: [_workers(r) for r in reports] for s, reports in sides.items()}
+    with_workers = [s for s, lists in workers_of.items() if lists and all(lists)]
     if len(with_workers) != 1:
         return None
     side = with_workers[0]
@@ -92,12 +92,13 @@ def split(a_reports: list[dict[str, Any]], b_reports: list[dict[str, Any]]) -> W
     if not serial_figures or not all(f.get(ENV_STEP, 0.0) > 0 for f in serial_figures):
         return None
     serial, busy, phase, shares, slowdowns, hand_overs = [], [], [], [], [], []
-    count = len(_workers(sides[side][0]) or [])
-    for s_report, s_figs, w_report in zip(serial_reports, serial_figures, sides[side],
-                                          strict=False):  # fmt: skip
+    worker_lists = [w for w in workers_of[side] if w is not None]  # all, checked above
+    count = len(worker_lists[0])
+    for s_report, s_figs, w_report, workers in zip(serial_reports, serial_figures, sides[side],
+                                                   worker_lists, strict=False):  # fmt: skip
         per_1k_w = 1e6 / max(w_report["totals"]["steps"], 1)  # as figures() counts sections
         serial.append(s_figs[ENV_STEP])
-        busy.append(max(w["busy_s"] for w in _workers(w_report) or []) * per_1k_w)
+        busy.append(max(w["busy_s"] for w in workers) * per_1k_w)
         phase.append(figures(w_report)[ENV_PHASE])
         shares.append(section_share(s_report, ENV_STEP))
         slowdowns.append(busy[-1] / (serial[-1] / count))
