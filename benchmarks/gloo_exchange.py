@@ -51,11 +51,11 @@ def _rank(rank: int, how: str, port: int, numel: int, calls: int, gap_us: float,
         GlooIoThreads.find().make_idle()
     grad = torch.randn(numel)
     if op == "shm":
-        peer_sum = ShmSum.open(dist.PrefixStore("shm", store), rank, 2, timeout_s=60)
-        if peer_sum is None:
+        grad_sum = ShmSum.open(dist.PrefixStore("shm", store), rank, 2, timeout_s=60)
+        if grad_sum is None:
             raise RuntimeError("this machine cannot share the block (shm_sum.supported)")
     else:
-        peer_sum = PeerSum(dist.group.WORLD, rank)
+        grad_sum = PeerSum(dist.group.WORLD, rank)
     arrive, done = [], []
     for _ in range(calls):
         end = time.perf_counter() + gap_us * 1e-6
@@ -63,7 +63,7 @@ def _rank(rank: int, how: str, port: int, numel: int, calls: int, gap_us: float,
             pass
         arrive.append(time.monotonic_ns())
         if op in ("peer", "shm"):
-            peer_sum(grad)
+            grad_sum(grad)
         else:
             dist.all_reduce(grad)
         done.append(time.monotonic_ns())
