@@ -316,9 +316,27 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
     print(render(build_rows(get_profiler().stats(), summary["wall_s"]), summary["wall_s"],
                  title=rows_title))  # fmt: skip
     if "telemetry" in summary:
-        from rlperf.run.telemetry import describe
+        from rlperf.cores import usable_cores
+        from rlperf.run.telemetry import contention_line, describe
 
         print("\n" + describe(summary["telemetry"]))
+        contended = contention_line(summary["telemetry"], usable_cores())
+        if contended:
+            print(contended + one_thread_share(summary.get("threads_used")))
+
+
+def one_thread_share(threads_used: dict[str, Any] | None) -> str:
+    """``; it ran 93% of its minibatches on one thread ...`` where the governor adapted."""
+    if not threads_used or not threads_used.get("adaptive"):
+        return ""
+    units = threads_used["update"]["units_at_threads"]
+    total = sum(units.values())
+    if not total:
+        return ""
+    return (
+        f"; --adapt-threads ran {100 * units.get('1', 0) / total:.0f}% of its minibatches on "
+        "one thread, as more would have waited on those processes"
+    )
 
 
 def check_run_flags(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:

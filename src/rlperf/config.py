@@ -235,8 +235,15 @@ class RunConfig:
     device: str = _f("cpu", "cpu or cuda")
     threads: int = _f(
         2,
-        "torch intra-op threads (0 leaves torch's default); with --vec-backend multiprocess "
-        "the update's only: the rollout runs the policy on one thread beside the workers",
+        "torch intra-op threads at most (0 leaves torch's default); with --vec-backend "
+        "multiprocess the update's only: the rollout runs the policy on one thread beside the "
+        "workers",
+    )
+    adapt_threads: bool = _f(
+        True,
+        "run each phase (rollout, update) on 1 or --threads threads, whichever its measured "
+        "time per step or minibatch says is faster now: a busy machine stalls extra threads "
+        "(threads.py); --no-adapt-threads keeps --threads throughout",
     )
     run_dir: str | None = _f(None, "directory for config, metrics, summary and checkpoint")
     checkpoint_every: int = _f(50, "iterations between checkpoints (0: only at the end)")

@@ -16,6 +16,7 @@ from rlperf.config import Config
 from rlperf.envs.backends import AUTO_SPIN_US
 from rlperf.openmp import SPIN_VAR, WORKERS_SPIN_COUNT
 from rlperf.ppo.trainer import Trainer
+from rlperf.threads import PhaseThreads
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
 
@@ -174,22 +175,22 @@ def restore_torch_threads():
 def test_with_workers_the_rollout_runs_on_one_thread_and_the_update_on_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str, rollout: int
 ) -> None:
-    seen: dict[str, set[int]] = {"collect": set(), "update": set()}
-    for phase in seen:
-        original = getattr(Trainer, phase)
+    seen: dict[str, set[int]] = {"rollout": set(), "update": set()}
+    original = PhaseThreads.begin
 
-        def spy(self, *args, _phase=phase, _original=original, **kwargs):
-            seen[_phase].add(torch.get_num_threads())
-            return _original(self, *args, **kwargs)
+    def spy(self: PhaseThreads) -> int:
+        count = original(self)
+        seen[self.name].add(torch.get_num_threads())
+        return count
 
-        monkeypatch.setattr(Trainer, phase, spy)
+    monkeypatch.setattr(PhaseThreads, "begin", spy)
     # Two cores: the automatic spin needs the inline worker and the rollout's single thread.
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setenv(SPIN_VAR, WORKERS_SPIN_COUNT)  # as the rlperf command sets it
     inline = {"env__inline_worker": True} if backend == "multiprocess" else {}
-    cfg = config(2, env__backend=backend, run__threads=2, **inline)
+    cfg = config(2, env__backend=backend, run__threads=2, run__adapt_threads=False, **inline)
     trainer, summary = train(cfg, tmp_path / backend)
-    assert seen == {"collect": {rollout}, "update": {2}}
+    assert seen == {"rollout": {rollout}, "update": {2}}
     assert summary["rollout_threads"] == rollout and summary["threads"] == 2
     if backend == "multiprocess":  # decided for the rollout's one thread, not the update's two
         assert summary["env_worker_spin_us"] == AUTO_SPIN_US
@@ -201,7 +202,7 @@ def test_at_two_threads_inline_workers_still_train_exactly_as_the_serial_backend
 ) -> None:
     """The rollout's one thread beside the workers and serial's two compute the same."""
     monkeypatch.setenv(SPIN_VAR, WORKERS_SPIN_COUNT)
-    gym = {"env__env": "gym:CartPole-v1", "run__threads": 2}
+    gym = {"env__env": "gym:CartPole-v1", "run__threads": 2, "run__adapt_threads": False}
     train(config(3, **gym), tmp_path / "serial")
     train(config(3, **gym, **workers(2), env__inline_worker=True), tmp_path / "inline")
     assert metrics(tmp_path / "inline") == metrics(tmp_path / "serial")

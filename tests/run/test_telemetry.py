@@ -333,3 +333,21 @@ def test_the_threads_first_sample_reads_a_busy_machine_as_busy(no_nvml, child) -
             time.sleep(0.02)
         first = telemetry.latest()["machine"]["cpu_pct_max"]
     assert first >= 100.0 / psutil.cpu_count() * 0.5
+
+
+def test_contention_line_names_the_cores_other_processes_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlperf.run import telemetry
+
+    monkeypatch.setattr(telemetry.psutil, "cpu_count", lambda: 2)
+    busy = {"machine": {"cpu_pct_mean": 100.0}, "trainer": {"cpu_pct_mean": 40.0}}
+    line = telemetry.contention_line(busy, 2)
+    assert line is not None and "other processes kept 1.6 of 2 cores busy" in line
+    assert "rlperf compare" in line
+    # Its own workers are not other processes; an idle machine says nothing.
+    with_workers = {**busy, "workers_total": {"cpu_pct_mean": 150.0}}
+    assert telemetry.contention_line(with_workers, 2) is None
+    idle = {"machine": {"cpu_pct_mean": 52.0}, "trainer": {"cpu_pct_mean": 99.0}}
+    assert telemetry.contention_line(idle, 2) is None
+    assert telemetry.contention_line({"machine": {}, "trainer": {}}, 2) is None

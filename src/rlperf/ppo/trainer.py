@@ -32,10 +32,9 @@ start as rank 0's, each minibatch's gradient is averaged over the ranks, the glo
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,7 @@ from rlperf.run.episode_log import EpisodeLog
 from rlperf.run.run_dir import CHECKPOINT_NAME
 from rlperf.run.telemetry import Telemetry
 from rlperf.run.training_log import TrainingLog
+from rlperf.threads import ThreadGovernor
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler, get_profiler
 
@@ -121,6 +121,11 @@ class Trainer:
                 torch.set_num_threads(1)
         self.update_threads = torch.get_num_threads()
         self.rollout_threads = 1 if workers else self.update_threads
+        self.threads = ThreadGovernor(
+            self.update_threads,
+            cfg.run.adapt_threads and self.device.type == "cpu",
+            self.rollout_threads,
+        )
         self.env = make_env(cfg.env, seed, trainer_threads=self.rollout_threads)
         self.step_env = make_env_step(self.env, self.prof)
         obs, reset_infos = self.env.reset(seed=seed)
@@ -196,9 +201,12 @@ class Trainer:
         With ``supervised``, the teacher phase sees each step's actions (and may replace them).
         """
         buf, env, policy, sec = self.buffer, self.env, self.policy, self.prof.section
+        threads = self.threads.rollout
+        threads.begin()
         if self.async_collector is not None:
             self.state = self.async_collector.collect(self.state, self.sample_gen)
             self.global_step += buf.num_steps * buf.num_envs
+            threads.end(buf.num_steps)
             return
         step_env, on_cpu = self.step_env, self.device.type == "cpu"
         recurrent, has_mask = policy.recurrent, self.spec.has_mask
@@ -238,6 +246,9 @@ class Trainer:
                         bootstrap_truncated(
                             buf, policy, t, None, infos, terminations, truncations, state
                         )
+                if threads.watching:
+                    threads.unit_done()
+        threads.end(buf.num_steps)
         self.state = state
         self.global_step += self.steps_per_iteration
 
@@ -260,6 +271,8 @@ class Trainer:
             impl.lr = frac * ppo.learning_rate
         loss_kw = {"supervised": True} if supervised else {}
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
+        threads = self.threads.update
+        threads.begin()
         with sec(names.MINIBATCH_PREP):
             self.sampler.prepare()
         for _ in range(ppo.update_epochs):
@@ -270,6 +283,9 @@ class Trainer:
                     adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
                 stats_sum += impl.gradients(mb, adv, self.prof, **loss_kw)
                 impl.apply(self.prof)
+                if threads.watching:
+                    threads.unit_done()
+        threads.end(ppo.update_epochs * ppo.num_minibatches)
         return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
 
     # -- the loop ------------------------------------------------------------------------
@@ -291,9 +307,10 @@ class Trainer:
         try:
             while self.iteration < self.num_iterations:
                 self.iteration += 1
+                self.threads.next_iteration()
                 teacher = self.teacher_phase
                 supervised = teacher is not None and teacher.begin_rollout(self.global_step)
-                with self._torch_threads(self.rollout_threads), sec(names.ROLLOUT):
+                with sec(names.ROLLOUT):
                     self.collect(supervised)
                 with sec(names.GAE):
                     self.compute_advantages()
@@ -363,22 +380,14 @@ class Trainer:
             "final_stats": stats_row,
             "interrupted": self.interrupted,
             **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks.world_size),
+            # The most threads a phase could take (run_facts reads torch's current count, which
+            # the governor may have lowered for the moment).
+            "threads": self.update_threads,
             "rollout_threads": self.rollout_threads,
+            "threads_used": self.threads.summary(),
             "gloo_io": self.ranks.gloo_io,
             "grad_exchange": self.ranks.grad_exchange,
         }
-
-    @contextlib.contextmanager
-    def _torch_threads(self, n: int) -> Iterator[None]:
-        """torch's intra-op threads at ``n`` inside, at the update's count after."""
-        if n == self.update_threads:
-            yield
-            return
-        torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(self.update_threads)
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self, path: Path) -> None:

@@ -417,3 +417,31 @@ def describe(block: dict[str, Any]) -> str:
     n = block["samples"]
     head = f"telemetry ({n} sample{'' if n == 1 else 's'} every {block['interval_s']:g}s): "
     return head + "; ".join(parts)
+
+
+# Other processes' mean CPU use, in cores, from which a run is called slowed by contention.
+CONTENDED_CORES = 0.5
+
+
+def contention_line(block: dict[str, Any], cores: int) -> str | None:
+    """One line saying the run shared the machine, with what to do, or None: the machine's
+    mean CPU use less the trainer's and its workers' is ``CONTENDED_CORES`` cores or more.
+
+    Args:
+        block: a whole-run telemetry block (:meth:`Telemetry.summary_fields`).
+        cores: the cores the run could use (``cores.usable_cores()``).
+    """
+    machine = block.get(MACHINE, {}).get("cpu_pct_mean")
+    ours = block.get(TRAINER, {}).get("cpu_pct_mean")
+    if machine is None or ours is None:
+        return None
+    ours += block.get(WORKERS_TOTAL, {}).get("cpu_pct_mean") or 0.0
+    # The machine's figure covers every core; ours may have run on fewer (affinity).
+    others = machine / 100.0 * (psutil.cpu_count() or cores) - ours / 100.0
+    if others < CONTENDED_CORES:
+        return None
+    return (
+        f"rlperf: other processes kept {others:.1f} of {cores} cores busy during this run, so "
+        "its SPS is not an idle machine's: compare runs with `rlperf compare` (interleaved and "
+        "paired) or on a quiet machine"
+    )
