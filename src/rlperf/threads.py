@@ -41,7 +41,7 @@ import torch
 
 SHARE_WINDOW_S = 0.25  # shortest window a share is read over (/proc/stat ticks are 10 ms)
 STALL_RATIO = 3.0  # a unit this many times the count's recent median is a stall ...
-STALL_SLACK_S = 0.003  # ... once past this (a thread team wakes in ~0.1 ms; a stall is a slice, 3+ ms)
+STALL_SLACK_S = 0.003  # ... once past this (a team wakes in ~0.1 ms; a stall is a 3+ ms slice)
 WINDOW = 5  # recent runs per phase and count whose median is the time per unit
 
 
