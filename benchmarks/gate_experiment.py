@@ -20,6 +20,7 @@ the gate exits 1, whichever of its cases it called a regression.
     python benchmarks/gate_experiment.py --runs 20 --out gate-experiment/
     python benchmarks/gate_experiment.py --runs 20 --cases e2e_train --out ge-all/ \
         -- --threshold 0.03 --max-rounds 30
+    python benchmarks/gate_experiment.py --runs 10 --busy 2 --out ge-busy/   # a busy machine
 
 Prints a Markdown summary: the false-alarm and catch rates, every run's duration, and the
 round-to-round noise of the A/A runs (the sd of one round's log-ratio, which the sample-size
@@ -36,6 +37,7 @@ the gate's statistics (docs/benchmarks.md), from synthetic samples, in seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -45,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +281,18 @@ def power_table(seed: int = 0) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """``count`` processes that keep a core busy each until the block ends."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="gate runs of each kind")
@@ -291,8 +306,15 @@ def main() -> int:
     parser.add_argument(
         "--summarise", type=Path, metavar="RUNS_JSON", help="only summarise an earlier runs.json"
     )
+    parser.add_argument(
+        "--busy", type=int, default=0, metavar="N",
+        help="run N busy processes (pure-Python spin loops) beside every gate run, as a shared "
+        "CI runner or a laptop would (default: 0)",
+    )  # fmt: skip
     parser.add_argument("gate_args", nargs="*", help="extra rlperf gate arguments (after --)")
     args = parser.parse_args()
+    if args.busy < 0:
+        parser.error(f"--busy takes a count of processes >= 0, got {args.busy}")
     if args.power:
         print(power_table())
         return 0
@@ -303,7 +325,7 @@ def main() -> int:
     repo = Path(git(["rev-parse", "--show-toplevel"], Path.cwd()))
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="gate-experiment-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="gate-experiment-") as tmp, busy_processes(args.busy):
         clone, clean, planted = make_clone(repo, args.commit, args.slowdown, Path(tmp))
         print(f"clean {clean[:12]}, planted {planted[:12]} in {clone}", file=sys.stderr)
         for i in range(args.runs):

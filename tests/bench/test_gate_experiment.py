@@ -70,3 +70,14 @@ def test_rates_are_family_wise_over_the_cases() -> None:
     assert "e2e_b: regression in 1/2 A/A and 1/2 planted runs" in text
     assert "planted runs that flagged every case: 1/2" in text
     assert "runs over 5 minutes: 1/4" in text
+
+
+def test_busy_processes_run_through_the_block_and_are_gone_after() -> None:
+    import psutil
+
+    script = load_script()
+    before = {p.pid for p in psutil.Process().children()}
+    with script.busy_processes(2):
+        spinners = [p for p in psutil.Process().children() if p.pid not in before]
+        assert len(spinners) == 2 and all(p.is_running() for p in spinners)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in spinners)
