@@ -151,3 +151,13 @@ def test_core_share_reads_idle_plus_own_time(monkeypatch: pytest.MonkeyPatch) ->
     ticks[1] += 30
     own[0] += 0.6
     assert share.read() == pytest.approx(1.2)
+
+
+def test_without_proc_stat_it_warns_and_keeps_one_thread(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threads.os.path, "exists", lambda path: False)
+    with pytest.warns(UserWarning, match="no /proc/stat .* --no-adapt-threads runs --threads 2"):
+        gov = ThreadGovernor(2, adapt=True, rollout_most=2)
+    gov.next_iteration()
+    assert run_phase(gov.update, clock, [0.001] * 4) == 1

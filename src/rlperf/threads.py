@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+import warnings
 from collections import deque
 from typing import Any
 
@@ -80,6 +81,11 @@ class CoreShare:
         except psutil.Error:  # a child exited while read: this window's figure is a bit low
             pass
         return time.perf_counter(), idle_ticks / self._ticks_per_s, own
+
+    @property
+    def readable(self) -> bool:
+        """Whether this OS lets the share be read (Linux's ``/proc/stat``)."""
+        return bool(self._cpus)
 
     def age_s(self) -> float:
         """Seconds since the window began."""
@@ -171,6 +177,12 @@ class ThreadGovernor:
         self.most = most
         self.adapt = adapt and most > 1
         self.share = CoreShare() if self.adapt else None
+        if self.share is not None and not self.share.readable:
+            warnings.warn(
+                "rlperf: this OS has no /proc/stat to read free cores from: the run keeps one "
+                f"thread; --no-adapt-threads runs --threads {most} throughout",
+                stacklevel=3,
+            )
         # One thread until the first window is read: one never stalls.
         self.count = 1 if self.adapt else most
         self.changes = 0
