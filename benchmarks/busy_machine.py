@@ -92,14 +92,15 @@ def report(results: dict[str, dict[str, list[dict]]]) -> str:
         for variant, runs in variants.items():
             lines.append(f"  {variant:9s} SPS {spread([r['sps'] for r in runs])}")
         default = [r["sps"] for r in variants["default"]]
-        best = [
-            max(a["sps"], b["sps"])
-            for a, b in zip(variants["threads1"], variants["threads2"], strict=True)
-        ]
-        lines.append(
-            "  default / best of threads1, threads2 (paired): "
-            + ratio_spread([d / b for d, b in zip(default, best, strict=True)])
-        )
+        if "threads1" in variants and "threads2" in variants:
+            best = [
+                max(a["sps"], b["sps"])
+                for a, b in zip(variants["threads1"], variants["threads2"], strict=True)
+            ]
+            lines.append(
+                "  default / best of threads1, threads2 (paired): "
+                + ratio_spread([d / b for d, b in zip(default, best, strict=True)])
+            )
         for other in ("threads2", "base"):
             if other in variants:
                 theirs = [r["sps"] for r in variants[other]]
@@ -129,6 +130,12 @@ def main() -> int:
         "--max-wall-s", type=float, default=10.0, help="each run's --max-wall-s (default: 10)"
     )
     ap.add_argument("--base-src", help="an older rlperf src/ tree: adds the variant 'base'")
+    ap.add_argument(
+        "--variants",
+        default="default,threads1,threads2",
+        help="comma-separated, of default, threads1, threads2 (default: all three; "
+        "'base' is added by --base-src)",
+    )
     ap.add_argument("--out", type=Path, help="write every run here as JSON")
     args = ap.parse_args()  # fmt: skip
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -139,7 +146,10 @@ def main() -> int:
         ap.error("--rounds must be >= 1, --busy >= 0 and --max-wall-s > 0")
     if args.base_src and not (Path(args.base_src) / "rlperf").is_dir():
         ap.error(f"--base-src {args.base_src}: no rlperf package there (give its src/ folder)")
-    variants = [v for v in VARIANTS if v != "base" or args.base_src]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if "default" not in variants or not set(variants) <= set(VARIANTS) - {"base"}:
+        ap.error("--variants: 'default' and any of threads1, threads2")
+    variants += ["base"] if args.base_src else []
     results: dict[str, dict[str, list[dict]]] = {w: {v: [] for v in variants} for w in workloads}
     with tempfile.TemporaryDirectory() as tmp, busy_processes(args.busy):
         for r in range(args.rounds):
