@@ -11,7 +11,9 @@ history, run on the code of their day).
   may use ``...`` (more flags, or any value) and the metavariables in :data:`PLACEHOLDERS`.
 - Links: every relative link (file and ``#anchor``, GitHub's anchor rules) resolves.
 - Figures: the gate's default ``--max-rounds`` and threshold, the number of registry cases per
-  set, and profile's default step count, wherever a page states them.
+  set, and profile's default step count, wherever a page states them; every flag table's
+  defaults and config fields.
+- benchmarks/README.md names every script of benchmarks/.
 """
 
 from __future__ import annotations
@@ -424,3 +426,12 @@ def test_flag_tables_match_the_code() -> None:
             if field_index().get(name, ("",))[0] != section or flag_name(name) != flag:
                 wrong.append(f"{where}: {flag} sets no config field {config}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_benchmark_script_is_indexed() -> None:
+    """benchmarks/README.md names every script of benchmarks/ (and asv/): the question each
+    answers is written down before the script is run."""
+    index = (ROOT / "benchmarks" / "README.md").read_text()
+    scripts = [p.name for p in (ROOT / "benchmarks").glob("*.py")] + ["asv/"]
+    missing = [name for name in scripts if f"`{name}`" not in index]
+    assert not missing, f"benchmarks/README.md does not name {missing}"
