@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -45,6 +46,8 @@ from rlperf.run.run_dir import (
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# True while check_command runs a command's checks: fail() raises without printing.
+_CHECKING = ContextVar("rlperf_checking", default=False)
 # Bad input a user can fix: one line, status 2.
 USAGE_ERRORS = (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)
 
@@ -63,6 +66,15 @@ class UsageError(Exception):
     """Bad command-line input; printed as one line, exit status 2."""
 
 
+class Failed(SystemExit):
+    """:func:`fail`'s exit, carrying the line it printed (``message``) for
+    :func:`check_command`."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(code)
+        self.message = message
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line instead of usage text + error."""
 
@@ -74,10 +86,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one line ``rlperf: error: message`` and exit with ``code``."""
-    # Every rank of a launched run finds the same bad input: rank 0 says it.
-    if os.environ.get("RANK", "0") == "0":
+    # Every rank of a launched run finds the same bad input: rank 0 says it. check_command
+    # raises the line instead of printing it.
+    if os.environ.get("RANK", "0") == "0" and not _CHECKING.get():
         print(f"rlperf: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
+    raise Failed(message, code)
 
 
 # -- config flags ------------------------------------------------------------------------
@@ -339,15 +352,21 @@ def one_thread_share(threads_used: dict[str, Any] | None) -> str:
     )
 
 
-def check_run_flags(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
+def check_run_flags(args: argparse.Namespace, here: bool = True) -> tuple[Path | None, list[Path]]:
     """Output flags and the run directory, before any work: (target run dir, the earlier
-    run's files ``--overwrite`` will remove)."""
+    run's files ``--overwrite`` will remove).
+
+    Args:
+        here: also the checks that depend on where the command runs (a terminal for
+            ``--dashboard``, a run already in the run directory); False: the command alone.
+    """
     check_output_flags(args)
-    check_display_flags(args)
+    if here:
+        check_display_flags(args)
     target = target_run_dir(args)
     if args.tensorboard and target is None:
         fail(f"--tensorboard needs --run-dir: the scalars are written to RUN_DIR/{TENSORBOARD_DIR}")
-    return target, refuse_existing_run(args, target)
+    return target, refuse_existing_run(args, target) if here else []
 
 
 def launch_ranks(args: argparse.Namespace) -> int:
@@ -438,6 +457,85 @@ def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
     return EXIT_OK
 
 
+# -- checking a command without running it -----------------------------------------------
+def check_command(argv: list[str]) -> None:
+    """Parse ``rlperf <argv>`` and make every check the command makes before any work, without
+    doing the work: nothing is trained, no process started, nothing written.
+
+    ``train`` and ``profile`` check their configuration as ``Trainer`` does, the env and the
+    policy's fit included (the env built in this process, :func:`~rlperf.ppo.trainer.
+    check_config`); ``compare`` and ``ablate`` check every run they would start that way.
+    Left out are the checks that depend on where and when the command runs rather than on the
+    command: the files and directories it names (a report, a checkpoint, a run directory that
+    already holds a run), git refs, whether CUDA is here, the cores, a terminal for
+    ``--dashboard``. ``analyze`` and ``history`` take files only: they are parsed and their
+    options checked.
+
+    Raises:
+        UsageError: the first problem; its message is the line the CLI prints after
+            ``rlperf: error:``.
+    """
+    token = _CHECKING.set(True)
+    parser = build_parser()
+    # A flag spelled in full: argparse takes a prefix (`--num-env`) for the flag it abbreviates,
+    # so a doc naming a renamed flag's old prefix would pass unnoticed.
+    for each in (parser, *subcommand_parsers(parser).values()):
+        each.allow_abbrev = False
+    try:
+        args = parser.parse_args(argv)
+        args.argv = list(argv)
+        check = getattr(args, "check", None)
+        if check is not None:
+            check(args)
+    except USAGE_ERRORS as e:
+        raise UsageError(str(e)) from None
+    except Failed as e:
+        raise UsageError(e.message) from None
+    except SystemExit as e:
+        if e.code not in (0, None):  # --help exits 0: the command is accepted
+            raise
+    finally:
+        _CHECKING.reset(token)
+
+
+def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``rlperf``'s subcommands by name (``train``, ``profile`` ...) and their parsers."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def check_training(args: argparse.Namespace) -> None:
+    """The configuration of a ``train``-style command (``train``, ``profile``) against the
+    code, the env and the launch flags, as the run would check it (see :func:`check_command`)."""
+    from rlperf.distributed import launch
+    from rlperf.ppo.trainer import check_config
+    from rlperf.run.checkpoint import CHECKPOINT_NAME, saved_world_size
+
+    payload = None
+    # How many cores this machine has is the machine's, not the command's (--num-workers).
+    args = argparse.Namespace(**{**vars(args), "oversubscribe": True})
+    if args.resume and (Path(args.resume) / CHECKPOINT_NAME).is_file():
+        cfg, payload = resume_config(Path(args.resume), args)
+    else:  # no run to resume here: the flags alone
+        cfg = config_from_args(args)
+    world_size = 1
+    if launch.requested(args):
+        saved = saved_world_size(payload) if payload is not None else None
+        problem = launch.check_flags(args, cfg.run.device, saved)
+        if problem:
+            fail(problem)
+        world_size = args.nproc * args.nnodes
+    check_config(cfg, world_size)
+
+
+def check_train(args: argparse.Namespace) -> None:
+    """``rlperf train``'s checks before any work (see :func:`check_command`)."""
+    check_run_flags(args, here=False)
+    check_training(args)
+
+
 # -- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="rlperf", description="A PPO training stack built to be measured.")
@@ -447,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_flags(train)
     add_launch_flags(train)
     add_display_flags(train)
-    train.set_defaults(func=cmd_train)
+    train.set_defaults(func=cmd_train, check=check_train)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
     return parser

@@ -8,7 +8,8 @@ import json
 import re
 import sys
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="decide again on the samples of an earlier --json file; runs nothing",
     )
-    gate.set_defaults(func=cmd_gate)
+    gate.set_defaults(func=cmd_gate, check=check_gate)
 
     bisect_parser = subparsers.add_parser(
         "bisect",
@@ -87,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bisect_parser.add_argument("good", metavar="GOOD", help="a commit known to be fast")
     bisect_parser.add_argument("bad", metavar="BAD", help="a later commit known or feared slow")
     add_settings(bisect_parser)
-    bisect_parser.set_defaults(func=cmd_bisect)
+    bisect_parser.set_defaults(func=cmd_bisect, check=check_bisect)
 
     history = subparsers.add_parser(
         "history",
@@ -168,19 +169,53 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     ).check()
 
 
+def gate_plan(args: argparse.Namespace) -> tuple[Settings, list[str] | None]:
+    """The gate's settings and the cases it would time (None with --from-json: it times
+    nothing); GateError or UnknownCaseError on bad input, before any work."""
+    settings = settings_from_args(args)
+    if args.from_json is not None:
+        return settings, None
+    if not args.base:
+        raise GateError("--base REF is required (or --from-json FILE)")
+    names = case_names(args.cases)
+    settings.check_family(len(names))
+    return settings, names
+
+
+def check_gate(args: argparse.Namespace) -> None:
+    """``gate``'s checks before any work, less the files and git refs it names (see
+    :func:`rlperf.cli.check_command`)."""
+    with usage_errors():
+        gate_plan(args)
+
+
+def check_bisect(args: argparse.Namespace) -> None:
+    """``bisect``'s checks before any work, less the git refs it names."""
+    with usage_errors():
+        settings_from_args(args)
+        case_names(args.cases)
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """This package's errors of bad input as the CLI's :class:`~rlperf.cli.UsageError`."""
+    from rlperf.cli import UsageError
+
+    try:
+        yield
+    except (GateError, UnknownCaseError) as e:
+        raise UsageError(str(e)) from None
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
-        settings = settings_from_args(args)
         if args.json is not None and not args.json.parent.is_dir():
             raise GateError(f"--json: directory {args.json.parent} does not exist")
-        if args.from_json is not None:
+        settings, names = gate_plan(args)
+        if names is None:
             results, sides, settings = load_results(args.from_json, settings)
         else:
-            if not args.base:
-                raise GateError("--base REF is required (or --from-json FILE)")
-            names = case_names(args.cases)
-            settings.check_family(len(names))
             results, sides = measure(args.base, args.head, names, settings)
     except (GateError, GitError, UnknownCaseError) as e:
         return error(str(e))

@@ -95,23 +95,28 @@ def policy_entry(kind: str) -> PolicyEntry:
     return entry
 
 
-def make_policy(cfg: PolicyConfig, spec: EnvSpec) -> ActorCritic:
-    """Build policy ``cfg.kind`` for ``spec``; ConfigError when it cannot take the observations."""
-    entry = policy_entry(cfg.kind)
+def check_policy_fit(kind: str, spec: EnvSpec) -> None:
+    """ConfigError unless policy ``kind`` can take the observations of ``spec``."""
+    entry = policy_entry(kind)
     if entry.observations == FLAT and not spec.flat_obs:
         hint = "--policy cnn or --policy lstm" if spec.image_obs else "--policy lstm"
         raise ConfigError(
-            f"policy {cfg.kind!r} takes flat observations, the env gives "
+            f"policy {kind!r} takes flat observations, the env gives "
             f"{spec.describe_obs()}: use {hint}"
         )
     if entry.observations == IMAGE and not spec.image_obs:
         raise ConfigError(
-            f"policy {cfg.kind!r} takes (C, H, W) image observations, the env gives "
+            f"policy {kind!r} takes (C, H, W) image observations, the env gives "
             f"{spec.describe_obs()}: use --policy mlp or --policy lstm"
         )
     if entry.observations == ANY and not (spec.flat_obs or spec.image_obs):
         raise ConfigError(
-            f"policy {cfg.kind!r} takes flat or (C, H, W) observations, the env gives "
+            f"policy {kind!r} takes flat or (C, H, W) observations, the env gives "
             f"{spec.describe_obs()}"
         )
-    return entry.build(spec, cfg)
+
+
+def make_policy(cfg: PolicyConfig, spec: EnvSpec) -> ActorCritic:
+    """Build policy ``cfg.kind`` for ``spec``; ConfigError when it cannot take the observations."""
+    check_policy_fit(cfg.kind, spec)
+    return policy_entry(cfg.kind).build(spec, cfg)

@@ -46,7 +46,7 @@ from rlperf.config import Config, ConfigError
 from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.envs import check_env_name, make_env
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
-from rlperf.policies.registry import make_policy, policy_entry
+from rlperf.policies.registry import check_policy_fit, make_policy, policy_entry
 from rlperf.ppo.async_rollout import AsyncCollector
 from rlperf.ppo.build import (
     check_recurrent_sizes,
@@ -79,6 +79,53 @@ from rlperf.timing.sections import Profiler, get_profiler
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped before saving that iteration."""
+
+
+def env_spec(cfg: Config, env: Any, reset_infos: dict[str, Any]) -> EnvSpec:
+    """The spec of ``env`` just reset (``reset_infos``: its reset's infos); ConfigError when
+    rlperf cannot take its spaces."""
+    try:
+        return EnvSpec.from_env(env, reset_infos)
+    except UnsupportedSpaceError as e:
+        raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
+
+
+def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
+    """ConfigError unless the policy, the sizes and ``total_steps`` fit the env: ``rows`` rows
+    of observations ``spec`` on each of ``world_size`` ranks."""
+    if policy_entry(cfg.policy.kind).recurrent:
+        check_recurrent_sizes(cfg, rows)
+    check_total_steps(cfg, rows, world_size)
+    check_policy_fit(cfg.policy.kind, spec)
+
+
+def check_config(cfg: Config, world_size: int = 1) -> None:
+    """Every check ``Trainer(cfg)`` makes before any work, without training or starting a
+    process: ConfigError, UnknownEnvError or EnvOptionError (one line) on the first problem.
+
+    The env is built here with the serial backend (the same rows and spaces, no worker started)
+    to check the policy, the sizes and the teacher against it. Checks that depend on the
+    machine rather than on the command are left out: whether CUDA is here, and the cores
+    ``--num-workers`` may use (``--oversubscribe`` is assumed).
+
+    Args:
+        world_size: ranks of the run (``--nproc`` x ``--nnodes``).
+    """
+    cfg = Config.from_dict(cfg.to_dict())  # a copy: the caller's config stays as it was
+    cfg.env.oversubscribe = True
+    cfg.validate()
+    check_env_name(cfg.env.env)
+    cfg.env.validate_backend()
+    cfg.env.backend, cfg.env.num_workers, cfg.env.env_batch_size = "serial", 1, 0
+    cfg.env.inline_worker, cfg.env.pin_workers, cfg.env.worker_spin_us = False, False, -1
+    env = make_env(cfg.env, cfg.run.seed)
+    try:
+        _, reset_infos = env.reset(seed=cfg.run.seed)
+        spec = env_spec(cfg, env, reset_infos)
+        check_fit(cfg, spec, int(env.num_envs), world_size)
+        make_teacher_phase(env, cfg.env.env, spec, cfg.teacher, torch.device("cpu"), Profiler())
+    finally:
+        env.close()
 
 
 class Trainer:
@@ -129,15 +176,10 @@ class Trainer:
         self.env = make_env(cfg.env, seed, trainer_threads=self.rollout_threads)
         self.step_env = make_env_step(self.env, self.prof)
         obs, reset_infos = self.env.reset(seed=seed)
-        try:
-            self.spec = EnvSpec.from_env(self.env, reset_infos)
-        except UnsupportedSpaceError as e:
-            raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
+        self.spec = env_spec(cfg, self.env, reset_infos)
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
-        if policy_entry(cfg.policy.kind).recurrent:
-            check_recurrent_sizes(cfg, self.rows)
-        check_total_steps(cfg, self.rows, ranks.world_size)
+        check_fit(cfg, self.spec, self.rows, ranks.world_size)
         self.batch_size = self.rows * cfg.ppo.num_steps
         self.steps_per_iteration = self.batch_size * ranks.world_size
         self.teacher_phase = make_teacher_phase(

@@ -36,9 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.config import LEFT_OUT, Config, ConfigError, field_index, preset, set_field
-from rlperf.envs import make_vec
-from rlperf.policies.registry import policy_entry
-from rlperf.ppo.build import check_recurrent_sizes
+from rlperf.ppo.trainer import check_config
 from rlperf.profiling.compare import (
     SPS,
     Comparison,
@@ -148,12 +146,9 @@ def variant_config(base_name: str, variant: Variant, shared: dict[str, Any]) -> 
             value = {**cfg.env.options, **value}
         set_field(cfg, index[name][0], name, value)
     try:
-        cfg.validate()
-        if policy_entry(cfg.policy.kind).recurrent:
-            # The segment check needs the env's rows (grid: maps x agents): build it once.
-            env = make_vec(cfg.env.env, cfg.env.num_envs, seed=cfg.run.seed, **cfg.env.options)
-            check_recurrent_sizes(cfg, int(env.num_envs))
-            env.close()
+        # Every check the run's trainer makes: the fit needs the env's rows (grid: maps x
+        # agents) and spaces, so the env is built once here.
+        check_config(cfg)
     except ConfigError as e:
         raise ConfigError(f"variant {variant.name}: {e}") from None
     return cfg

@@ -13,12 +13,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from rlperf.cli import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    UsageError,
     add_config_flags,
     add_launch_flags,
     add_output_flags,
@@ -29,6 +30,12 @@ from rlperf.cli import (
 
 
 # -- analyze ---------------------------------------------------------------------------------
+def check_analyze(args: argparse.Namespace) -> None:
+    """``analyze``'s options (the report is read by :func:`cmd_analyze`)."""
+    if args.top < 1:
+        fail(f"--top must be at least 1, got {args.top}")
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from rlperf.profiling.analyze import analyze, render_analysis
     from rlperf.profiling.charts import ChartsUnavailable, write_charts
@@ -38,8 +45,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         report = load_report(args.report)
     except ReportError as e:
         fail(str(e))
-    if args.top < 1:
-        fail(f"--top must be at least 1, got {args.top}")
+    check_analyze(args)
     analysis = analyze(report)
     text = render_analysis(analysis, top_n=args.top)
     print(text)
@@ -58,12 +64,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 # -- compare ---------------------------------------------------------------------------------
-def cmd_compare(args: argparse.Namespace) -> int:
-    import dataclasses
-
+def compare_flags(args: argparse.Namespace) -> tuple[list[str], list[str]] | None:
+    """The ``rlperf profile`` flags of configurations A and B, each validated; None when
+    comparing two report files. Fails (one line, exit 2) on bad input, before any run."""
     from rlperf.config import ConfigError, set_field
-    from rlperf.profiling import compare, worker_split
-    from rlperf.profiling.report import ReportError, load_report
+    from rlperf.profiling import compare
 
     run_mode = args.a is not None or args.b is not None
     if args.reports and run_mode:
@@ -71,16 +76,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not run_mode:
         if len(args.reports) != 2:
             fail("compare needs two reports (A.json B.json) or --a and --b configurations")
-        try:
-            a, b = (load_report(p) for p in args.reports)
-        except ReportError as e:
-            fail(str(e))
-        print(compare.render_reports(a, b, *args.reports))
-        workers = worker_split.split([a], [b])
-        if workers is not None:
-            print(f"\n{workers.render()}")
-        return EXIT_OK
-
+        return None
     if args.a is None or args.b is None:
         fail("--a and --b must both be given (use --a '' for the unchanged configuration)")
     if args.repeats < 1:
@@ -103,10 +99,47 @@ def cmd_compare(args: argparse.Namespace) -> int:
             cfg.validate()
         except ConfigError as e:
             raise ConfigError(f"--{side}: {e}") from None
-    del base
     preset = ["--preset", args.preset]
-    a_flags = preset + compare.to_flags({**shared, **sides["a"]})
-    b_flags = preset + compare.to_flags({**shared, **sides["b"]})
+    return (
+        preset + compare.to_flags({**shared, **sides["a"]}),
+        preset + compare.to_flags({**shared, **sides["b"]}),
+    )
+
+
+def check_compare(args: argparse.Namespace) -> tuple[list[str], list[str]] | None:
+    """``compare``'s checks before any run: :func:`compare_flags`, then each side's
+    ``rlperf profile`` command checked as that command checks itself, the env and the policy's
+    fit included (:func:`rlperf.cli.check_command`). Returns :func:`compare_flags`'s."""
+    from rlperf.cli import check_command
+
+    flags = compare_flags(args)
+    for side, side_flags in zip("ab", flags or (), strict=False):
+        try:
+            check_command(["profile", *side_flags])
+        except UsageError as e:
+            fail(f"--{side}: {e}")
+    return flags
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from rlperf.profiling import compare, worker_split
+    from rlperf.profiling.report import ReportError, load_report
+
+    flags = check_compare(args)  # every run's config, before the first starts
+    if flags is None:
+        try:
+            a, b = (load_report(p) for p in args.reports)
+        except ReportError as e:
+            fail(str(e))
+        print(compare.render_reports(a, b, *args.reports))
+        workers = worker_split.split([a], [b])
+        if workers is not None:
+            print(f"\n{workers.render()}")
+        return EXIT_OK
+
+    a_flags, b_flags = flags
     out_dir = Path(args.out) if args.out else None
     # --cprofile's .pstats must outlive the runs to be printed: keep them somewhere.
     keep_dir = out_dir or (Path(tempfile.mkdtemp(prefix="rlperf-compare-")) if args.cprofile
@@ -180,7 +213,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 # -- ablate ----------------------------------------------------------------------------------
-def cmd_ablate(args: argparse.Namespace) -> int:
+def ablate_plan(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """The variants ``ablate`` would run and the settings shared by all, every variant's
+    config checked (:func:`rlperf.profiling.ablate.variant_config`); fails (one line, exit 2)
+    on bad input, before any run."""
     import math
 
     from rlperf.config import PRESETS, ConfigError, parse_env_options, preset
@@ -195,9 +231,6 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         fail(f"--repeats must be at least 1, got {args.repeats}")
     if args.chart and (charts_missing := ablate.charts_missing()):
         fail(charts_missing)
-    out_dir = Path(args.out) if args.out else None
-    if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
-        fail(f"--out {out_dir} is not empty: ablate writes a fresh directory of runs")
     env = preset(args.base).env.env
     shared = compare.parse_overrides(" ".join(args.set or []), "set", env)
     if args.env_option:
@@ -208,6 +241,16 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         fail(str(e))
     for variant in plan:  # every row's config checked before the first run
         ablate.variant_config(args.base, variant, shared)
+    return plan, shared
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from rlperf.profiling import ablate, compare
+
+    plan, shared = ablate_plan(args)
+    out_dir = Path(args.out) if args.out else None
+    if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
+        fail(f"--out {out_dir} is not empty: ablate writes a fresh directory of runs")
     seeds = args.seed or [1]
     try:
         results, flags = ablate.run_ablation(
@@ -242,7 +285,12 @@ def _section(name: str) -> str:
 # -- registration ----------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``profile``, ``analyze``, ``compare`` and ``ablate``."""
-    from rlperf.profiling.profile_run import DEFAULT_STEPS, add_profile_flags, cmd_profile
+    from rlperf.profiling.profile_run import (
+        DEFAULT_STEPS,
+        add_profile_flags,
+        check_profile,
+        cmd_profile,
+    )
 
     profile = subparsers.add_parser(
         "profile",
@@ -256,7 +304,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_flags(profile)
     add_output_flags(profile)
     add_launch_flags(profile)
-    profile.set_defaults(func=cmd_profile)
+    profile.set_defaults(func=cmd_profile, check=check_profile)
 
     analyze = subparsers.add_parser(
         "analyze",
@@ -268,7 +316,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     analyze.add_argument("--charts", metavar="PNG", help="write breakdown + per-call charts")
     analyze.add_argument("--detailed", metavar="JSON", help="write everything computed as JSON")
     analyze.add_argument("--top", type=int, default=10, help="rows in the ranking (default 10)")
-    analyze.set_defaults(func=cmd_analyze)
+    analyze.set_defaults(func=cmd_analyze, check=check_analyze)
 
     compare = subparsers.add_parser(
         "compare",
@@ -291,7 +339,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="cProfile every run too, and print the top 50 functions of each side's last run",
     )
     add_config_flags(compare)
-    compare.set_defaults(func=cmd_compare)
+    compare.set_defaults(func=cmd_compare, check=check_compare)
 
     from rlperf.profiling.ablate import DEFAULT_BUDGET_S
 
@@ -345,4 +393,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ablate.add_argument(
         "--chart", metavar="PNG", help="SPS speedups and return curves (needs rlperf[charts])"
     )
-    ablate.set_defaults(func=cmd_ablate)
+    ablate.set_defaults(func=cmd_ablate, check=ablate_plan)

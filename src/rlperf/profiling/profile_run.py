@@ -33,6 +33,7 @@ from rlperf.cli import (
     attach_tensorboard,
     build_trainer,
     check_output_flags,
+    check_training,
     fail,
     join_ranks,
     launch_ranks,
@@ -291,13 +292,27 @@ def _measurement_ns(prof: Profiler) -> int:
     return prof.snapshot_ns().get(names.MEASUREMENT, 0)
 
 
+def default_steps(args: argparse.Namespace) -> None:
+    """--total-steps is :data:`DEFAULT_STEPS` here unless given (or resumed)."""
+    if not args.resume and not hasattr(args, "total_steps"):
+        args.total_steps = DEFAULT_STEPS
+
+
+def check_profile(args: argparse.Namespace) -> None:
+    """``rlperf profile``'s checks before any work (see :func:`rlperf.cli.check_command`)."""
+    default_steps(args)
+    _trace_schedule(args)
+    check_output_flags(args)
+    _tensorboard_dir(args, target_run_dir(args))
+    check_training(args)
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     """Run ``rlperf profile``; returns the exit status (``--nproc N``: on N ranks, each one's
     breakdown and the spread between them printed by rank 0)."""
     from rlperf.distributed import launch
 
-    if not args.resume and not hasattr(args, "total_steps"):
-        args.total_steps = DEFAULT_STEPS
+    default_steps(args)
     if launch.requested(args):
         return launch_ranks(args)
     with launch.rank_errors(USAGE_ERRORS):
