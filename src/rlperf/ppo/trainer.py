@@ -270,6 +270,7 @@ class Trainer:
                     adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
                 stats_sum += impl.gradients(mb, adv, self.prof, **loss_kw)
                 impl.apply(self.prof)
+        impl.report_times(self.prof)  # a native update's own phase timings, once per update
         return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
 
     # -- the loop ------------------------------------------------------------------------
