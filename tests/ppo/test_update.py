@@ -324,9 +324,17 @@ def test_native_update_refuses_what_it_cannot_read() -> None:
     policy, native_update, _ = _native_pair(NATIVE_SIZES[1], ppo)
     prof = Profiler(enabled=False)
     mb, adv = minibatch(policy, 7, seed=0)
+    # The update takes flat observations in any dtype, as the policy does; the kernel float32.
+    native_update.gradients(mb, adv, prof)
+    grad = policy.flat.grad.clone()
+    as_f64 = Minibatch(mb.obs.double(), mb.actions, mb.logprobs, mb.values, mb.advantages,
+                       mb.returns)  # fmt: skip
+    native_update.gradients(as_f64, adv, prof)
+    assert torch.equal(policy.flat.grad, grad)
+    rows = (mb.actions[0], mb.logprobs[0], adv[0], mb.returns[0], mb.values[0])
+    with pytest.raises(ValueError, match="obs: .*float32"):
+        native_update.kernel.gradients(mb.obs[0].double(), *rows, 0.2, True, 0.0, 0.5, 0.5)
     wrong = [
-        (Minibatch(mb.obs.double(), mb.actions, mb.logprobs, mb.values, mb.advantages,
-                   mb.returns), "obs: .*float32"),
         (Minibatch(mb.obs[:, :6], mb.actions[:, :6], mb.logprobs[:, :6], mb.values[:, :6],
                    mb.advantages[:, :6], mb.returns[:, :6]), r"obs: .*shape \(7, 4\)"),
         (Minibatch(mb.obs, mb.actions.int(), mb.logprobs, mb.values, mb.advantages, mb.returns),

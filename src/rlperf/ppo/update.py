@@ -195,7 +195,9 @@ class NativeMLPUpdate(_FlatAdamUpdate):
         """As :meth:`AnalyticUpdate.gradients` (returns the stats (5,)); timed by the kernel
         (:meth:`report_times`), except the all-reduce of several ranks."""
         if mb.rows is None:
-            obs = mb.obs.reshape(-1, mb.obs.shape[-1])
+            # Flat observations stored in another dtype (uint8, float64) in float32, as the
+            # policy's own passes take them (MLPActorCritic._as_float).
+            obs = mb.obs.reshape(-1, mb.obs.shape[-1]).to(torch.float32)
             actions, logprobs = mb.actions.reshape(-1), mb.logprobs.reshape(-1)
             values, returns = mb.values.reshape(-1), mb.returns.reshape(-1)
         else:
