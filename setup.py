@@ -1,5 +1,6 @@
-"""Builds the compiled parts of rlperf: the LSTM recurrence and the categorical PPO loss on the
-CPU (float32; the small-batch hot paths where torch's per-op cost dominates).
+"""Builds the compiled parts of rlperf: the LSTM recurrence, the categorical PPO loss and the
+MLP's whole PPO update on the CPU (float32; the small-batch hot paths where torch's per-op cost
+dominates).
 
 Everything else is in pyproject.toml. The kernels are optional: rlperf runs the torch
 implementations where they are missing (``rlperf.native.status()`` says which are in use).
@@ -56,10 +57,15 @@ class BuildKernels(build_ext):
         return True
 
 
+# The headers the kernels share: a change to one rebuilds every kernel that includes it.
+HEADERS = ["src/rlperf/_dense_cpu.h", "src/rlperf/ppo/_loss_rows.h"]
+
+
 def kernel(name: str, source: str, libraries: list[str]) -> Extension:
     return Extension(
         name,
         [source],
+        depends=HEADERS,
         extra_compile_args=COMPILE_ARGS,
         libraries=libraries,
         extra_link_args=[OPENMP],
@@ -73,6 +79,7 @@ setup(
     else [
         kernel("rlperf.policies._lstm_cpu", "src/rlperf/policies/_lstm_cpu.c", ["m"]),
         kernel("rlperf.ppo._loss_cpu", "src/rlperf/ppo/_loss_cpu.c", []),
+        kernel("rlperf.ppo._mlp_update_cpu", "src/rlperf/ppo/_mlp_update_cpu.c", ["m"]),
     ],
     cmdclass={"build_ext": BuildKernels},
 )

@@ -49,7 +49,7 @@ def test_mlp_and_lstm_train_through_the_torch_paths_without_the_kernels() -> Non
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["status"] == {"lstm": False, "loss": False}
+    assert out["status"] == {"lstm": False, "loss": False, "update": False}
     # The MLP's analytic update needs no kernel (its loss falls back to torch ops); the LSTM's
     # does, so it trains through autograd and the torch recurrence.
     assert out["mlp"]["analytic"] and out["mlp"]["update"] == "AnalyticUpdate"

@@ -1,5 +1,6 @@
-"""The one door to rlperf's C kernels: the LSTM (``policies/_lstm_cpu.c``) and the categorical
-PPO loss (``ppo/_loss_cpu.c``). No other module imports them or passes a pointer.
+"""The one door to rlperf's C kernels: the LSTM (``policies/_lstm_cpu.c``), the categorical
+PPO loss (``ppo/_loss_cpu.c``) and the MLP's whole update (``ppo/_mlp_update_cpu.c``). No other
+module imports them or passes a pointer.
 
 The kernels read raw float32 memory through pointers. Everything that could make a pointer
 wrong is refused here with :class:`KernelArgumentError` (a ``ValueError``) before any C runs:
@@ -19,8 +20,9 @@ time is per call: a whole LSTM minibatch forward is ~100 us at CartPole's sizes,
 round trip with ~40 boxed tensor arguments would be a visible part of that, while the checks
 here are one ``data_ptr`` comparison per bound tensor (~0.1 us each).
 
-The kernels are optional (see ``setup.py``). :func:`lstm_available` / :func:`loss_available`
-say whether each was built and imported; callers fall back to torch where not. One switch,
+The kernels are optional (see ``setup.py``). :func:`lstm_available` / :func:`loss_available` /
+:func:`update_available` say whether each was built and imported; callers fall back to torch
+where not. One switch,
 ``RLPERF_NO_KERNELS=1`` in the environment, gives the configuration without them: ``setup.py``
 builds neither, and here both stay unimported even where they are built (to run, and test, an
 install without a compiler on a machine that has one).
@@ -37,7 +39,11 @@ import torch
 
 NO_KERNELS_ENV = "RLPERF_NO_KERNELS"
 # The compiled modules, by what they compute; setup.py builds them.
-EXTENSIONS = {"lstm": "rlperf.policies._lstm_cpu", "loss": "rlperf.ppo._loss_cpu"}
+EXTENSIONS = {
+    "lstm": "rlperf.policies._lstm_cpu",
+    "loss": "rlperf.ppo._loss_cpu",
+    "update": "rlperf.ppo._mlp_update_cpu",
+}
 
 
 def kernels_disabled() -> bool:
@@ -56,6 +62,7 @@ def _load(name: str) -> ModuleType | None:
 
 _lstm = _load(EXTENSIONS["lstm"])
 _loss = _load(EXTENSIONS["loss"])
+_update = _load(EXTENSIONS["update"])
 
 
 def lstm_available() -> bool:
@@ -68,9 +75,14 @@ def loss_available() -> bool:
     return _loss is not None
 
 
+def update_available() -> bool:
+    """Whether the MLP update kernel was built and imported (and not disabled)."""
+    return _update is not None
+
+
 def status() -> dict[str, bool]:
     """Each kernel of :data:`EXTENSIONS` and whether it is in use."""
-    return {"lstm": lstm_available(), "loss": loss_available()}
+    return {"lstm": lstm_available(), "loss": loss_available(), "update": update_available()}
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,9 @@ LSTM_LIMITS = (
     else LSTMLimits(0, 0, 0)
 )
 MAX_ACTIONS = _loss.MAX_ACTIONS if _loss is not None else 0
+# The MLP update kernel's widest layer (the observation's included) and most hidden layers.
+MLP_MAX_WIDTH = _update.MAX_WIDTH if _update is not None else 0
+MLP_MAX_LAYERS = _update.MAX_LAYERS if _update is not None else 0
 
 
 class KernelArgumentError(ValueError):
@@ -612,3 +627,150 @@ def ppo_loss_and_head_grads(
         float(ent_coef), float(vf_coef), *ptrs, stats.data_ptr(),
     )  # fmt: skip
     return stats
+
+
+# -- the MLP actor-critic's whole update ------------------------------------------------------
+def mlp_param_count(widths: list[int], actions: int) -> int:
+    """Parameters of ``policies/mlp.py``'s stacked actor-critic with these widths (observation
+    first, then each hidden layer) and ``actions`` outputs, in its flat layout."""
+    hidden = sum(2 * (a + 1) * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    return hidden + 2 * actions * (widths[-1] + 1)
+
+
+def mlp_update_fits(widths: list[int], actions: int) -> bool:
+    """Whether the MLP update kernel is built and takes a network of these sizes."""
+    return (
+        _update is not None
+        and 0 <= len(widths) - 1 <= MLP_MAX_LAYERS
+        and all(1 <= w <= MLP_MAX_WIDTH for w in widths)
+        and 1 <= actions <= MAX_ACTIONS
+    )
+
+
+# Phases of MLPUpdateKernel's timing, in the kernel's order.
+MLP_UPDATE_PHASES = ("loss", "backward", "optimizer_step")
+
+
+class MLPUpdateKernel:
+    """The PPO update of ``policies/mlp.py``'s actor-critic (one categorical action) on
+    ``batch``-row minibatches, in two kernel calls (``ppo/_mlp_update_cpu.c``):
+    :meth:`gradients` (forward, loss and head gradients, backward, clipping) and :meth:`adam`.
+
+    Bound to the flat parameters, their gradient and Adam's state (``ppo/optim.py``'s
+    :class:`~rlperf.ppo.optim.FlatAdam` tensors), all checked once, then compared by pointer on
+    every call (:class:`StorageMoved` if one moved); its scratch is allocated here.
+
+    Args:
+        widths: the observation's width, then each hidden layer's. actions: the logits.
+        param, grad, exp_avg, exp_avg_sq: (P,) float32 CPU, contiguous, P =
+            :func:`mlp_param_count`. step: Adam's step count, a float32 scalar tensor.
+    """
+
+    def __init__(
+        self,
+        widths: list[int],
+        actions: int,
+        batch: int,
+        param: torch.Tensor,
+        grad: torch.Tensor,
+        exp_avg: torch.Tensor,
+        exp_avg_sq: torch.Tensor,
+        step: torch.Tensor,
+    ) -> None:
+        if _update is None:
+            raise RuntimeError(
+                "the CPU MLP update kernel is not built (or RLPERF_NO_KERNELS is set)"
+            )
+        if not mlp_update_fits(widths, actions) or batch < 1:
+            raise KernelArgumentError(
+                f"the CPU MLP update takes 0 to {MLP_MAX_LAYERS} hidden layers of 1 to "
+                f"{MLP_MAX_WIDTH} units, 1 to {MAX_ACTIONS} actions and batch >= 1, got widths "
+                f"{widths}, {actions} actions, batch {batch}"
+            )
+        count = mlp_param_count(widths, actions)
+        for name, t in (("param", param), ("grad", grad), ("exp_avg", exp_avg),
+                        ("exp_avg_sq", exp_avg_sq)):  # fmt: skip
+            _ptr(name, t, (count,))
+        _ptr("step", step, ())
+        self.widths, self.actions, self.batch, self.count = list(widths), actions, batch, count
+        new = param.new_zeros
+        hidden_rows = 2 * batch * sum(widths[1:])
+        own = {
+            "x0": new(batch, widths[0]), "hidden": new(max(hidden_rows, 1)),
+            "dz": new(max(hidden_rows, 1)), "logits": new(batch, actions), "value": new(batch),
+            "grad_logits": new(batch, actions), "grad_value": new(batch),
+            "wt": new(max([a * b for a, b in zip(widths[1:-1], widths[2:], strict=True)] or [1])),
+        }  # fmt: skip
+        # Per phase (MLP_UPDATE_PHASES): total ns, calls, shortest, longest; the kernel adds.
+        self.times = torch.zeros(len(MLP_UPDATE_PHASES), 4, dtype=torch.int64)
+        self._grad_args = _Bound(
+            "MLPUpdateKernel", [("param", param), ("grad", grad), *own.items()], frozenset(own)
+        )
+        self._adam_args = _Bound("MLPUpdateKernel", [
+            ("param", param), ("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq),
+            ("step", step),
+        ])  # fmt: skip
+        self._head = (len(widths) - 1, actions)
+        self._tail = (*widths, count)
+
+    def gradients(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        oldlogprob: torch.Tensor,
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+        oldvalues: torch.Tensor,
+        clip_coef: float,
+        clip_vloss: bool,
+        ent_coef: float,
+        vf_coef: float,
+        max_grad_norm: float,
+    ) -> torch.Tensor:
+        """Write the PPO loss's gradient into the bound ``grad`` (overwritten), clipped to
+        ``max_grad_norm`` if > 0; returns the stats (5,) (``ppo/loss.py``'s STAT_NAMES).
+
+        Args:
+            obs: (batch, widths[0]) float32, rows of any stride, columns contiguous (a view of
+                the packed sample table serves); actions (batch,) int64; the rest (batch,)
+                float32, any stride. An action outside ``0..actions-1`` is a ``ValueError``.
+        """
+        b = self.batch
+        vec = (b,)
+        obs_ptr = _ptr("obs", obs, (b, self.widths[0]), contiguous=False)
+        if obs.stride(1) != 1 and self.widths[0] > 1:
+            raise KernelArgumentError("obs: the kernel takes rows of contiguous columns")
+        ptrs = (
+            obs_ptr, _ptr("actions", actions, vec, torch.int64, contiguous=False),
+            _ptr("oldlogprob", oldlogprob, vec, contiguous=False),
+            _ptr("advantages", advantages, vec, contiguous=False),
+            _ptr("returns", returns, vec, contiguous=False),
+            _ptr("oldvalues", oldvalues, vec, contiguous=False),
+        )  # fmt: skip
+        stats = obs.new_empty(5)
+        _update.gradients(  # type: ignore[union-attr]  # __init__ checked it is loaded
+            b, *self._head, int(clip_vloss), obs.stride(0), actions.stride(0),
+            oldlogprob.stride(0), advantages.stride(0), returns.stride(0), oldvalues.stride(0),
+            *self._tail, float(clip_coef), float(ent_coef), float(vf_coef),
+            float(max_grad_norm), *ptrs, *self._grad_args.ptrs(), stats.data_ptr(),
+            self.times.data_ptr(),
+        )  # fmt: skip
+        return stats
+
+    def adam(
+        self, lr: float, beta1: float, beta2: float, eps: float, max_grad_norm: float = 0.0
+    ) -> None:
+        """One Adam step of the bound parameters from the bound gradient, advancing ``step``:
+        ``torch.optim.Adam(fused=True)``'s arithmetic (no weight decay, no amsgrad); with
+        ``max_grad_norm > 0`` the gradient is clipped first (several ranks: after averaging)."""
+        _update.adam(  # type: ignore[union-attr]  # __init__ checked it is loaded
+            self.count, float(lr), float(beta1), float(beta2), float(eps), float(max_grad_norm),
+            *self._adam_args.ptrs(), self.times.data_ptr(),
+        )  # fmt: skip
+
+    def take_times(self) -> dict[str, tuple[int, int, int, int]]:
+        """Each phase's (total ns, calls, shortest ns, longest ns) since the last take, of the
+        phases that ran; the counters restart at zero."""
+        rows = self.times.tolist()
+        self.times.zero_()
+        return {name: tuple(r) for name, r in zip(MLP_UPDATE_PHASES, rows, strict=True) if r[1]}

@@ -205,6 +205,29 @@ def test_the_analytic_update_matches_the_autograd_update_end_to_end() -> None:
         assert fast_summary["final_stats"][name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
 
 
+@pytest.mark.kernel("update")
+def test_the_native_update_trains_as_the_analytic_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three iterations with the MLP's native update against the torch analytic update: the
+    same run within float32 rounding, and the kernel's own timings in the update's sections
+    (one call per minibatch in each)."""
+    native_trainer, native_summary = train(small_config(3))
+    monkeypatch.setattr("rlperf.ppo.build.native_update_applies", lambda *_: False)
+    torch_trainer, torch_summary = train(small_config(3))
+    assert (native_summary["update"], torch_summary["update"]) == (
+        "NativeMLPUpdate", "AnalyticUpdate",
+    )  # fmt: skip
+    torch.testing.assert_close(
+        native_trainer.policy.flat, torch_trainer.policy.flat, rtol=1e-4, atol=1e-5
+    )
+    for name, value in torch_summary["final_stats"].items():
+        assert native_summary["final_stats"][name] == pytest.approx(value, rel=1e-3, abs=1e-5)
+    assert native_summary["mean_return_last_100"] == torch_summary["mean_return_last_100"]
+    minibatches = 3 * 2 * 4  # iterations x epochs x minibatches
+    for name in ("update/loss", "update/backward", "update/optimizer_step"):
+        stats = next(s for s in native_trainer.prof.stats() if s.name == name)
+        assert stats.calls == minibatches and 0 < stats.min_ns <= stats.max_ns, name
+
+
 def test_callbacks_see_every_iteration_row() -> None:
     trainer = Trainer(small_config(3), profiler=Profiler())
     seen = []

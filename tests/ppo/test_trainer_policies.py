@@ -19,7 +19,7 @@ from rlperf.config import Config
 from rlperf.envs import CartPoleVec, register
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
 from rlperf.ppo.trainer import Trainer
-from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
+from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate, NativeMLPUpdate
 from rlperf.timing.sections import Profiler
 
 NUM_ENVS, NUM_STEPS = 8, 16
@@ -110,8 +110,10 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path, wor
 def test_each_workload_gets_its_sampler_and_update() -> None:
     # The LSTM's analytic path is its compiled network: without the kernel, autograd.
     lstm_update = AnalyticUpdate if native.lstm_available() else AutogradUpdate
+    # The MLP's analytic update is one kernel where it is built (ppo/_mlp_update_cpu.c).
+    mlp_update = NativeMLPUpdate if native.update_available() else AnalyticUpdate
     expected = {
-        "mlp": (PackedTableSampler, AnalyticUpdate),
+        "mlp": (PackedTableSampler, mlp_update),
         "lstm": (SegmentSampler, lstm_update),
         "cnn": (RowSampler, AutogradUpdate),
         "convlstm": (SegmentSampler, AutogradUpdate),

@@ -1,7 +1,7 @@
-"""The two update implementations on one minibatch: AnalyticUpdate (the closed-form gradients of
+"""The update implementations on one minibatch: AnalyticUpdate (the closed-form gradients of
 the MLP and of the LSTM on flat observations) and AutogradUpdate (any policy through autograd)
 give the same gradient in every parameter entry and the same statistics; both then step Adam
-the same way."""
+the same way. NativeMLPUpdate (the MLP's update in one C kernel) against both, at the end."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from rlperf import native
 from rlperf.config import PPOConfig
 from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies.lstm import LSTMActorCritic
 from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.loss import normalize_advantages
 from rlperf.ppo.samplers import Minibatch
-from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
+from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate, NativeMLPUpdate
 from rlperf.timing.sections import Profiler
 
 
@@ -209,3 +210,154 @@ def test_the_lstm_takes_the_analytic_path_only_where_it_applies() -> None:
     box = EnvSpec(2, (3,), np.dtype(np.float32), ActionSpec("box", (), 2, (-1.0,) * 2, (1.0,) * 2))
     assert not LSTMActorCritic(box, (8,), 4).analytic
     assert not LSTMActorCritic(flat, (4,) * 9, 4).analytic, "more encoder layers than it takes"
+
+
+# -- the native MLP update (ppo/_mlp_update_cpu.c) ------------------------------------------------
+NATIVE_SIZES = [
+    # (obs_dim, actions, hidden_sizes, batch): CartPole's, then partial tiles and odd widths
+    (4, 2, (64, 64), 128),
+    (4, 2, (64, 64), 7),
+    (5, 3, (32, 16), 256),
+    (3, 5, (17, 9, 20), 33),
+    (6, 4, (), 10),
+]
+
+
+def _native_pair(size, ppo: PPOConfig, seed: int = 0):
+    """A float32 MLP with a NativeMLPUpdate, and a float64 copy of it for the autograd
+    reference; the actor's head sharpened so the entropy term is not negligible."""
+    obs_dim, actions, hidden, _ = size
+    torch.manual_seed(seed)
+    spec = EnvSpec(1, (obs_dim,), np.dtype(np.float32), ActionSpec("discrete", (actions,), 1))
+    policy = MLPActorCritic(spec, hidden)
+    policy.named_layers()[f"actor.{2 * len(hidden)}.weight"].mul_(100.0)
+    ref = MLPActorCritic(spec, hidden).double()
+    ref.flat.data.copy_(policy.flat.detach())
+    return policy, NativeMLPUpdate(policy, ppo, size[3]), ref
+
+
+def _double(mb: Minibatch) -> Minibatch:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.double() if x.is_floating_point() else x
+
+    return Minibatch(f(mb.obs), mb.actions, f(mb.logprobs), f(mb.values), f(mb.advantages),
+                     f(mb.returns))  # fmt: skip
+
+
+@pytest.mark.kernel("update")
+@pytest.mark.parametrize("max_grad_norm", [0.0, 0.5, 1e6], ids=["no-clip", "clip", "clip-idle"])
+@pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
+@pytest.mark.parametrize("size", NATIVE_SIZES, ids=lambda s: f"obs{s[0]}-A{s[1]}-h{s[2]}-B{s[3]}")
+def test_native_update_gradients_match_autograd_in_float64(size, clip_vloss, max_grad_norm):
+    """Float32 kernel against float64 autograd, every entry of the gradient (clipped) and the
+    statistics, within the float32 tolerances of the analytic path; then AnalyticUpdate."""
+    ppo = PPOConfig(max_grad_norm=max_grad_norm, clip_vloss=clip_vloss)
+    policy, native_update, ref = _native_pair(size, ppo)
+    prof = Profiler(enabled=False)
+    for seed in range(3):
+        mb, adv = minibatch(policy, size[3], seed=seed)
+        policy.flat.grad.fill_(float("nan"))  # the kernel must write every entry
+        stats = native_update.gradients(mb, adv, prof)
+        grad = policy.flat.grad.clone()
+        ref_stats = AutogradUpdate(ref, ppo).gradients(_double(mb), adv.double(), prof)
+        tol = {"rtol": 1e-4, "atol": 1e-6}
+        torch.testing.assert_close(stats.double(), ref_stats, **tol)
+        torch.testing.assert_close(grad.double(), ref.flat.grad, **tol)
+        analytic_stats = AnalyticUpdate(policy, ppo, size[3]).gradients(mb, adv, prof)
+        torch.testing.assert_close(stats, analytic_stats, **tol)
+        torch.testing.assert_close(grad, policy.flat.grad, **tol)
+        if max_grad_norm == 0.5:
+            assert torch.linalg.vector_norm(grad) <= 0.5 * (1 + 1e-5), "the clip is active"
+
+
+@pytest.mark.kernel("update")
+def test_native_adam_is_fused_torch_adam_bit_for_bit_with_annealing() -> None:
+    """The kernel's Adam step against torch.optim.Adam(fused=True) on the same gradients:
+    parameters, both moments and the step count equal in every bit."""
+    ppo = PPOConfig(adam_eps=1e-5)
+    policy, native_update, _ = _native_pair(NATIVE_SIZES[0], ppo)
+    ref_param = torch.nn.Parameter(policy.flat.detach().clone())
+    ref = torch.optim.Adam([ref_param], lr=ppo.learning_rate, eps=1e-5, fused=True)
+    gen = torch.Generator().manual_seed(0)
+    prof = Profiler(enabled=False)
+    for i in range(20):
+        grad = torch.randn(policy.flat.shape, generator=gen) * 10 ** (i % 4 - 2)
+        policy.flat.grad.copy_(grad)
+        ref_param.grad = grad.clone()
+        native_update.lr = ref.param_groups[0]["lr"] = ppo.learning_rate * (1 - i / 20)
+        native_update.apply(prof)
+        ref.step()
+        state = ref.state[ref_param]
+        assert torch.equal(policy.flat.detach(), ref_param.detach()), f"step {i}"
+        assert torch.equal(native_update.optimizer.exp_avg, state["exp_avg"]), f"step {i}"
+        assert torch.equal(native_update.optimizer.exp_avg_sq, state["exp_avg_sq"]), f"step {i}"
+        assert float(native_update.optimizer.step_count) == float(state["step"]) == i + 1
+
+
+@pytest.mark.kernel("update")
+@pytest.mark.parametrize("max_grad_norm", [0.0, 0.5], ids=["no-clip", "clip"])
+def test_native_update_steps_as_the_analytic_update(max_grad_norm: float) -> None:
+    """Five minibatches of gradients and Adam steps: parameters and Adam's state agree with
+    AnalyticUpdate's within float32 rounding carried through the steps."""
+    ppo = PPOConfig(max_grad_norm=max_grad_norm)
+    size = NATIVE_SIZES[0]
+    policy, native_update, _ = _native_pair(size, ppo)
+    twin = MLPActorCritic(policy.spec, size[2])
+    twin.flat.data.copy_(policy.flat.detach())
+    analytic = AnalyticUpdate(twin, ppo, size[3])
+    prof = Profiler(enabled=False)
+    for step in range(5):
+        for pol, update in ((policy, native_update), (twin, analytic)):
+            mb, adv = minibatch(pol, size[3], seed=step)
+            update.gradients(mb, adv, prof)
+            update.apply(prof)
+    tol = {"rtol": 1e-4, "atol": 1e-6}
+    torch.testing.assert_close(policy.flat.detach(), twin.flat.detach(), **tol)
+    for name in ("exp_avg", "exp_avg_sq", "step_count"):
+        mine, theirs = getattr(native_update.optimizer, name), getattr(analytic.optimizer, name)
+        torch.testing.assert_close(mine, theirs, rtol=1e-3, atol=1e-9, msg=name)
+
+
+@pytest.mark.kernel("update")
+def test_native_update_refuses_what_it_cannot_read() -> None:
+    ppo = PPOConfig()
+    policy, native_update, _ = _native_pair(NATIVE_SIZES[1], ppo)
+    prof = Profiler(enabled=False)
+    mb, adv = minibatch(policy, 7, seed=0)
+    # The update takes flat observations in any dtype, as the policy does; the kernel float32.
+    native_update.gradients(mb, adv, prof)
+    grad = policy.flat.grad.clone()
+    as_f64 = Minibatch(mb.obs.double(), mb.actions, mb.logprobs, mb.values, mb.advantages,
+                       mb.returns)  # fmt: skip
+    native_update.gradients(as_f64, adv, prof)
+    assert torch.equal(policy.flat.grad, grad)
+    rows = (mb.actions[0], mb.logprobs[0], adv[0], mb.returns[0], mb.values[0])
+    with pytest.raises(ValueError, match="obs: .*float32"):
+        native_update.kernel.gradients(mb.obs[0].double(), *rows, 0.2, True, 0.0, 0.5, 0.5)
+    wrong = [
+        (Minibatch(mb.obs[:, :6], mb.actions[:, :6], mb.logprobs[:, :6], mb.values[:, :6],
+                   mb.advantages[:, :6], mb.returns[:, :6]), r"obs: .*shape \(7, 4\)"),
+        (Minibatch(mb.obs, mb.actions.int(), mb.logprobs, mb.values, mb.advantages, mb.returns),
+         "actions: .*int64"),
+        (Minibatch(mb.obs, mb.actions + 5, mb.logprobs, mb.values, mb.advantages, mb.returns),
+         "action 5 of row 0 is outside 0..1"),
+    ]  # fmt: skip
+    for bad, match in wrong:
+        with pytest.raises(ValueError, match=match):
+            native_update.gradients(bad, adv[:, : bad.obs.shape[1]], prof)
+    policy.flat.data = policy.flat.data.clone()  # the bound parameters' storage moved
+    with pytest.raises(native.StorageMoved, match="param"):
+        native_update.gradients(mb, adv, prof)
+
+
+def test_the_native_update_is_chosen_where_it_applies() -> None:
+    from rlperf.config import Config
+    from rlperf.ppo.build import make_update
+
+    cfg = Config()
+    policy = MLPActorCritic.from_sizes(4, 2)
+    chosen = type(make_update(policy, cfg, 128, supervised_phase=False))
+    assert chosen is (NativeMLPUpdate if native.update_available() else AnalyticUpdate)
+    assert type(make_update(policy.double(), cfg, 128, False)) is AnalyticUpdate, "float64"
+    cfg.policy.analytic = False
+    assert type(make_update(policy, cfg, 128, False)) is AutogradUpdate

@@ -7,7 +7,9 @@ config.
 
 - The **update**: :class:`~rlperf.ppo.update.AnalyticUpdate` (closed-form gradients, no autograd
   graph) where the policy offers it and nothing needs autograd (fp32, no ``--compile``, no
-  supervised loss, ``--analytic`` on); :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
+  supervised loss, ``--analytic`` on), as :class:`~rlperf.ppo.update.NativeMLPUpdate` (one C
+  kernel) for the MLP on the CPU where that kernel is built;
+  :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
 - The **env step**: ``rollout/env_step``, or for env workers (``envs/workers/``) the send of
   the actions (``rollout/env_send``) and the wait for the workers (``rollout/env_recv``), so the
   breakdown shows whether the trainer waits on the workers or the workers on the trainer.
@@ -33,12 +35,18 @@ from rlperf.envs.workers import MultiprocessVecEnv
 from rlperf.policies.base import ActorCritic
 from rlperf.ppo.rollout import RolloutBuffer
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
-from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate, analytic_update_applies
+from rlperf.ppo.update import (
+    AnalyticUpdate,
+    AutogradUpdate,
+    NativeMLPUpdate,
+    analytic_update_applies,
+    native_update_applies,
+)
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
 
 StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
-Update = AnalyticUpdate | AutogradUpdate
+Update = NativeMLPUpdate | AnalyticUpdate | AutogradUpdate
 Sampler = PackedTableSampler | RowSampler | SegmentSampler
 
 
@@ -95,6 +103,8 @@ def make_update(
     """
     ppo = cfg.ppo
     if cfg.policy.analytic and not supervised_phase and analytic_update_applies(policy, ppo):
+        if native_update_applies(policy, ppo):
+            return NativeMLPUpdate(policy, ppo, minibatch_size)
         return AnalyticUpdate(policy, ppo, minibatch_size)
     return AutogradUpdate(policy, ppo, ppo.precision, ppo.compile)
 

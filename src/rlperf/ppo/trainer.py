@@ -328,6 +328,7 @@ class Trainer:
                 if threads.watching:
                     threads.unit_done()
         threads.end(ppo.update_epochs * ppo.num_minibatches)
+        impl.report_times(self.prof)  # a native update's own phase timings, once per update
         return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
 
     # -- the loop ------------------------------------------------------------------------

@@ -163,6 +163,21 @@ class Profiler:
         handle = self._handles[(parent, name)] = _Section(self, stats)
         return handle
 
+    def record(self, name: str, total_ns: int, calls: int, min_ns: int, max_ns: int) -> None:
+        """Add spans timed elsewhere (inside a C kernel) to ``name``, nested under the currently
+        open section as :meth:`section` would nest it: ``calls`` spans of ``total_ns`` in all,
+        the shortest ``min_ns``, the longest ``max_ns``. Enter/exit hooks are not called."""
+        if not self.enabled or calls <= 0:
+            return
+        parent = self._stack[-1].path if self._stack else None
+        handle = self._handles.get((parent, name)) or self._new_handle(parent, name)
+        s = handle.stats
+        if s.calls == 0 or min_ns < s.min_ns:
+            s.min_ns = min_ns
+        s.max_ns = max(s.max_ns, max_ns)
+        s.calls += calls
+        s.total_ns += total_ns
+
     def function(self, name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Decorator timing every call of a function as a section (default name: qualname)."""
 
