@@ -263,3 +263,18 @@ def test_multidiscrete_and_box_actions_train(test_envs: dict, env: str) -> None:
     assert all(np.isfinite(v) for v in summary["final_stats"].values())
     kind = "multidiscrete" if env.startswith("multi") else "box"
     assert trainer.spec.action.kind == kind
+
+
+def test_large_minibatches_take_the_two_thread_analytic_update_not_the_native_one() -> None:
+    """The native update runs on one thread: past NATIVE_UPDATE_MAX_SAMPLES the analytic
+    update's torch matmuls on --threads are faster (ppo/build.py)."""
+    from rlperf.ppo.build import NATIVE_UPDATE_MAX_SAMPLES
+
+    num_envs = 4 * NATIVE_UPDATE_MAX_SAMPLES // 16 * 2  # minibatch = 2x the limit at 16 steps
+    cfg = config(
+        1, env__num_envs=num_envs, ppo__num_steps=16, ppo__num_minibatches=4,
+        run__total_steps=num_envs * 16,
+    )  # fmt: skip
+    trainer = Trainer(cfg, profiler=Profiler())
+    assert trainer.batch_size // 4 > NATIVE_UPDATE_MAX_SAMPLES
+    assert isinstance(trainer.update_impl, AnalyticUpdate)

@@ -47,6 +47,10 @@ from rlperf.timing.sections import Profiler
 
 StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 Update = NativeMLPUpdate | AnalyticUpdate | AutogradUpdate
+# The native update is one thread: at 1024x32 (8192-sample minibatches) the analytic update's
+# torch matmuls on 2 threads beat it (312k against 202k SPS, paired medians of 4 rounds,
+# docs/journal/performance.md, 2026-11-26); at 512 samples (64x32) it is 1.12x ahead.
+NATIVE_UPDATE_MAX_SAMPLES = 2048
 Sampler = PackedTableSampler | RowSampler | SegmentSampler
 
 
@@ -103,7 +107,7 @@ def make_update(
     """
     ppo = cfg.ppo
     if cfg.policy.analytic and not supervised_phase and analytic_update_applies(policy, ppo):
-        if native_update_applies(policy, ppo):
+        if native_update_applies(policy, ppo) and minibatch_size <= NATIVE_UPDATE_MAX_SAMPLES:
             return NativeMLPUpdate(policy, ppo, minibatch_size)
         return AnalyticUpdate(policy, ppo, minibatch_size)
     return AutogradUpdate(policy, ppo, ppo.precision, ppo.compile)
