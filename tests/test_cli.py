@@ -309,6 +309,18 @@ def test_mismatched_resume_is_rejected_without_touching_the_run(
     assert snapshot(finished_run) == before
 
 
+@pytest.mark.parametrize("extra", [[], ["--total-steps", str(3 * BATCH + BATCH - 1)]],
+                         ids=["as-saved", "short-of-one-iteration"])  # fmt: skip
+def test_resume_of_a_finished_run_names_the_total_and_changes_nothing(
+    finished_run: Path, capsys: pytest.CaptureFixture, extra: list[str]
+) -> None:
+    before = snapshot(finished_run)
+    line = expect_usage_error(capsys, ["train", "--resume", str(finished_run), *extra], "")
+    assert f"has reached its total_steps {3 * BATCH + (BATCH - 1 if extra else 0)}" in line
+    assert f"--total-steps N larger than {3 * BATCH}, at least {4 * BATCH}" in line
+    assert snapshot(finished_run) == before, "every file of the run byte-identical"
+
+
 def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Path) -> None:
     run_dir = shutil.copytree(finished_run, tmp_path / "copy")
     argv = ["train", "--resume", str(run_dir), *SMALL, "--total-steps", str(4 * BATCH)]

@@ -263,10 +263,21 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict
             )
     cfg.run.run_dir = str(run_dir)
     cfg.validate()
-    if cfg.run.total_steps < int(payload.get("global_step", 0)):
+    global_step, iteration = int(payload.get("global_step", 0)), int(payload.get("iteration", 0))
+    if cfg.run.total_steps < global_step:
         raise CheckpointError(
             f"cannot resume: total_steps {cfg.run.total_steps} is below the checkpoint's "
-            f"global step {payload['global_step']}"
+            f"global step {global_step}"
+        )
+    # A run whose total has no room for another iteration would start and stop at once,
+    # rewriting its summary with nothing measured: refuse it, naming the total to give.
+    step = global_step // iteration if iteration else 0  # steps of one iteration, every rank
+    if step and cfg.run.total_steps < global_step + step:
+        raise CheckpointError(
+            f"cannot resume: the run in {run_dir} has reached its total_steps "
+            f"{cfg.run.total_steps} (global step {global_step}); to train it further give "
+            f"--total-steps N larger than {global_step}, at least {global_step + step} "
+            f"for one more iteration of {step} steps"
         )
     return cfg, payload
 
