@@ -343,6 +343,27 @@ def check_run_flags(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
     return target, refuse_existing_run(args, target)
 
 
+def interrupted_line(trainer: Any, run_dir: str | None) -> str:
+    """What a Ctrl-C left behind, in one line (``rlperf: `` not included)."""
+    from rlperf.run.checkpoint import CHECKPOINT_NAME
+
+    if not run_dir:
+        return f"interrupted after iteration {trainer.iteration}; nothing saved (no --run-dir)"
+    resume = f"continue with rlperf train --resume {run_dir}"
+    if trainer.checkpointed_iteration == trainer.iteration:
+        return (
+            f"interrupted; summary written, iteration {trainer.iteration} (global step "
+            f"{trainer.global_step:,}) checkpointed: {resume}"
+        )
+    # A second Ctrl-C stopped the iteration half-way: what a resume repeats is since the last.
+    if (Path(run_dir) / CHECKPOINT_NAME).is_file():
+        return (
+            f"interrupted in iteration {trainer.iteration}; summary written, last checkpoint "
+            f"kept: {resume}"
+        )
+    return f"interrupted in iteration {trainer.iteration}; summary written, no checkpoint yet"
+
+
 def launch_ranks(args: argparse.Namespace) -> int:
     """``--nproc``/``--nnodes``: check what the ranks would check (the run directory only with
     one machine: with several, rank 0's machine is known after the rendezvous), then start
@@ -415,8 +436,9 @@ def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
             launch.record_failure(str(e), reported=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("\nrlperf: interrupted; summary written, last checkpoint kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        if ranks.is_main:  # every rank stops at the same iteration; one says so
+            print(f"\nrlperf: {interrupted_line(trainer, run_dir)}", file=sys.stderr)
+        return launch.interrupted_status()
     finally:
         # Whatever ended the run, the scalars written so far reach the disk and env workers
         # are stopped.
@@ -455,6 +477,12 @@ def main(argv: list[str] | None = None) -> int:
         fail(str(e))
     except USAGE_ERRORS as e:
         fail(str(e))
+    except KeyboardInterrupt:  # before a command's own handling (building a trainer, joining)
+        from rlperf.distributed import launch
+
+        if os.environ.get("RANK", "0") == "0":
+            print("\nrlperf: interrupted", file=sys.stderr)
+        return launch.interrupted_status()
 
 
 if __name__ == "__main__":
