@@ -158,6 +158,9 @@ BAD_TRAIN_ARGS = [
     # The env workers (envs/workers/): sizes that do not split, more workers than cores.
     (["--vec-backend", "threads"], "--vec-backend must be one of serial, multiprocess"),
     (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
+    (["--num-workers", "3"], "--num-workers needs --vec-backend multiprocess"),
+    # No abbreviations: --num-env would otherwise be taken as --num-envs, silently.
+    (["--num-env", "32"], "unrecognized arguments: --num-env 32"),
     (["--pin-workers"], "--pin-workers needs --vec-backend multiprocess"),
     (["--inline-worker"], "--inline-worker needs --vec-backend multiprocess"),
     (["--worker-spin-us", "300"], "--worker-spin-us needs --vec-backend multiprocess"),
@@ -228,6 +231,18 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(
     argv = ["train", *SMALL, "--total-steps", str(2 * BATCH), "--run-dir", str(run_dir), *extra]
     expect_usage_error(capsys, argv, message)
     assert not run_dir.exists(), "no work was started"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["analyze", "report.json", "--outp", "x.txt"], ["gate", "--round", "3"],
+     ["profile", "--num-env", "8"]],
+    ids=["analyze", "gate", "profile"],
+)  # fmt: skip
+def test_no_subcommand_takes_an_abbreviated_flag(
+    capsys: pytest.CaptureFixture, argv: list[str]
+) -> None:
+    expect_usage_error(capsys, argv, f"unrecognized arguments: {argv[-2]}")
 
 
 def test_bad_input_does_not_clobber_an_existing_run_dir(
@@ -388,3 +403,20 @@ def test_ctrl_c_writes_the_summary_and_exits_130(
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["global_step"] == 2 * BATCH
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["iteration"] == 2
+
+
+@pytest.mark.parametrize(
+    "flags, kind",
+    [([], "mlp"), (["--env", "grid"], "cnn"), (["--env", "catch"], "cnn"),
+     (["--preset", "grid", "--env", "cartpole"], "mlp"), (["--env", "grid", "--policy", "lstm"],
+                                                          "lstm")],
+    ids=["cartpole", "grid", "catch", "cnn-preset-on-cartpole", "explicit"],
+)  # fmt: skip
+def test_without_policy_the_env_gets_one_that_reads_its_observations(
+    flags: list[str], kind: str
+) -> None:
+    """README's ``rlperf train --env grid --vec-backend multiprocess ...`` names no policy: the
+    grid's images take the CNN rather than failing on the default MLP; a given one stays."""
+    from rlperf.cli import build_parser, config_from_args
+
+    assert config_from_args(build_parser().parse_args(["train", *flags])).policy.kind == kind

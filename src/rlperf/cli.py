@@ -64,7 +64,13 @@ class UsageError(Exception):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line instead of usage text + error."""
+    """argparse that reports a usage error as one line instead of usage text + error, and takes
+    no abbreviation of a flag: ``--num-env 32`` would otherwise set ``--num-envs`` silently
+    (and a later flag could make the same abbreviation mean another one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # subcommands' parsers too (parser_class)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         # fail() already says "rlperf: error:"; a subcommand's parser adds its own name.
@@ -227,13 +233,49 @@ def explicit_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace) -> Config:
     """The preset with explicit flags applied, validated (ConfigError on bad values)."""
     cfg = preset(args.preset)
-    for name, value in explicit_overrides(args).items():
+    given = explicit_overrides(args)
+    for name, value in given.items():
         if name == "options":
             # A preset's env options stay unless a flag names the same key (`--preset robots
             # --env-option max_depth=2` keeps its symbolic observations).
             value = {**cfg.env.options, **value}
         set_field(cfg, _section_of(name), name, value)
-    return cfg.validate()
+    cfg.validate()
+    if "kind" not in given:
+        fit_policy_to_env(cfg)
+    # The config cannot tell a given --num-workers from its default; the command line can.
+    if "num_workers" in given and cfg.env.backend == "serial":
+        raise ConfigError(
+            "--num-workers needs --vec-backend multiprocess (the serial backend steps every "
+            "env in the trainer's process)"
+        )
+    return cfg
+
+
+def fit_policy_to_env(cfg: Config) -> None:
+    """Without --policy: where the preset's policy cannot read the env's observations, the
+    one that can (images: cnn, flat vectors: mlp), so ``--env grid`` trains instead of failing
+    on the MLP. One env of one copy is built to see them (UnknownEnvError / EnvOptionError as
+    the run would raise); an explicit --policy is never changed."""
+    from rlperf.envs import make_vec
+    from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError
+    from rlperf.policies.registry import FLAT, IMAGE, policy_entry
+
+    wants = policy_entry(cfg.policy.kind).observations
+    if wants not in (FLAT, IMAGE):
+        return
+    env = make_vec(cfg.env.env, 1, **cfg.env.options)
+    try:
+        spec = EnvSpec.from_env(env)
+    except UnsupportedSpaceError:
+        return  # the trainer says why, as without this
+    finally:
+        env.close()
+    if wants == FLAT and spec.image_obs:
+        cfg.policy.kind = "cnn"
+    elif wants == IMAGE and spec.flat_obs:
+        cfg.policy.kind = "mlp"
+    cfg.validate()
 
 
 def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
