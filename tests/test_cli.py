@@ -113,6 +113,11 @@ def expect_usage_error(capsys: pytest.CaptureFixture, argv: list[str], message: 
 BAD_TRAIN_ARGS = [
     (["--env", "cartpol"], "unknown env 'cartpol'"),
     (["--env", "gym:NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    (
+        ["--env", "gym:Cartpole-v1"],
+        "unknown gymnasium id 'Cartpole-v1' in env "
+        "'gym:Cartpole-v1': did you mean gym:CartPole-v1?",
+    ),  # fmt: skip
     (["--num-envs", "0"], "num_envs must be positive"),
     (["--num-envs", "-8"], "num_envs must be positive"),
     (["--num-steps", "0"], "num_steps must be positive"),
