@@ -287,7 +287,13 @@ def test_resume_of_a_corrupt_checkpoint(
     run_dir = shutil.copytree(finished_run, tmp_path / "copy")
     (run_dir / "checkpoint.pt").write_bytes(content)
     before = snapshot(run_dir)
-    expect_usage_error(capsys, ["train", "--resume", str(run_dir)], "unreadable")
+    line = expect_usage_error(capsys, ["train", "--resume", str(run_dir)], "")
+    assert line == (
+        f"rlperf: error: cannot resume: {run_dir / 'checkpoint.pt'} is corrupt or truncated "
+        "(torch cannot read it as a checkpoint): restore it from a copy, or start the run "
+        "afresh with --overwrite"
+    )
+    assert "weights_only" not in line, "not torch's advice to run the file's pickle"
     assert snapshot(run_dir) == before
 
 
