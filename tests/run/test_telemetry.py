@@ -333,3 +333,22 @@ def test_the_threads_first_sample_reads_a_busy_machine_as_busy(no_nvml, child) -
             time.sleep(0.02)
         first = telemetry.latest()["machine"]["cpu_pct_max"]
     assert first >= 100.0 / psutil.cpu_count() * 0.5
+
+
+def test_two_env_workers_read_as_two_not_as_their_forkserver_and_resource_tracker(
+    no_nvml, no_orphans
+) -> None:
+    from rlperf.envs.workers.pool import MultiprocessVecEnv
+
+    env = MultiprocessVecEnv("cartpole", num_envs=4, num_workers=2, seed=0)
+    try:
+        servers = telemetry_module.multiprocessing_service_pids()
+        children = {p.pid for p in psutil.Process().children(recursive=True)}
+        assert len(servers) == 2 and servers <= children, "both servers run, as children"
+        with Telemetry(NEVER_S, scan_s=0.0) as telemetry:
+            telemetry.sample()
+            block = telemetry.row_fields()["telemetry"]
+        assert sorted(w["pid"] for w in block["workers"]) == sorted(env.pids)
+        assert describe(block).count("2 workers") == 1
+    finally:
+        env.close()
