@@ -355,7 +355,7 @@ def round_line(
     decisions = [r.decision(metric) for r in results]
     counts = ", ".join(f"{decisions.count(d)} {d}" for d in (OK, REGRESSION, UNDECIDED)
                        if d in decisions)  # fmt: skip
-    ratios = [r.verdicts[metric].ratio for r in results if r.verdicts[metric].ratio is not None]
+    ratios = [ratio for r in results if (ratio := r.verdicts[metric].ratio) is not None]
     worst = f"; head/base up to {max(ratios):.3f}" if ratios else ""
     left = f"; at most ~{duration(left_s)} left (estimate)" if left_s > 0 else ""
     return f"round {done}/{max_rounds}: {counts}{worst}; {duration(elapsed_s)}{left}"
