@@ -305,14 +305,20 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict
             )
     cfg.run.run_dir = str(run_dir)
     cfg.validate()
-    global_step, iteration = int(payload.get("global_step", 0)), int(payload.get("iteration", 0))
+    global_step = int(payload.get("global_step", 0))
     if cfg.run.total_steps < global_step:
         raise CheckpointError(
             f"cannot resume: total_steps {cfg.run.total_steps} is below the checkpoint's "
             f"global step {global_step}"
         )
-    # A run whose total has no room for another iteration would start and stop at once,
-    # rewriting its summary with nothing measured: refuse it, naming the total to give.
+    return cfg, payload
+
+
+def check_room_to_continue(cfg: Config, payload: dict[str, Any], run_dir: Path) -> None:
+    """CheckpointError when the resumed run has no room for another iteration in its
+    total_steps: it would start and stop at once, rewriting its summary with nothing measured.
+    (Checked after the number of ranks, which no --total-steps can fix.)"""
+    global_step, iteration = int(payload.get("global_step", 0)), int(payload.get("iteration", 0))
     step = global_step // iteration if iteration else 0  # steps of one iteration, every rank
     if step and cfg.run.total_steps < global_step + step:
         raise CheckpointError(
@@ -321,7 +327,6 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict
             f"--total-steps N larger than {global_step}, at least {global_step + step} "
             f"for one more iteration of {step} steps"
         )
-    return cfg, payload
 
 
 def build_trainer(
@@ -340,6 +345,7 @@ def build_trainer(
         if args.resume:
             cfg, payload = resume_config(Path(args.resume), args)
             check_world_size(payload, ranks.world_size)
+            check_room_to_continue(cfg, payload, Path(args.resume))
         else:
             cfg = config_from_args(args)
     if ranks.distributed:
@@ -424,6 +430,8 @@ def launch_ranks(args: argparse.Namespace) -> int:
     problem = launch.check_flags(args, cfg.run.device, saved)
     if problem:
         fail(problem)
+    if payload is not None:
+        check_room_to_continue(cfg, payload, Path(args.resume))
     return launch.run(args, args.argv)
 
 
