@@ -113,6 +113,11 @@ def expect_usage_error(capsys: pytest.CaptureFixture, argv: list[str], message: 
 BAD_TRAIN_ARGS = [
     (["--env", "cartpol"], "unknown env 'cartpol'"),
     (["--env", "gym:NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    (
+        ["--env", "gym:Cartpole-v1"],
+        "unknown gymnasium id 'Cartpole-v1' in env "
+        "'gym:Cartpole-v1': did you mean gym:CartPole-v1?",
+    ),  # fmt: skip
     (["--num-envs", "0"], "num_envs must be positive"),
     (["--num-envs", "-8"], "num_envs must be positive"),
     (["--num-steps", "0"], "num_steps must be positive"),
@@ -158,6 +163,9 @@ BAD_TRAIN_ARGS = [
     # The env workers (envs/workers/): sizes that do not split, more workers than cores.
     (["--vec-backend", "threads"], "--vec-backend must be one of serial, multiprocess"),
     (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
+    (["--num-workers", "3"], "--num-workers needs --vec-backend multiprocess"),
+    # No abbreviations: --num-env would otherwise be taken as --num-envs, silently.
+    (["--num-env", "32"], "unrecognized arguments: --num-env 32"),
     (["--pin-workers"], "--pin-workers needs --vec-backend multiprocess"),
     (["--inline-worker"], "--inline-worker needs --vec-backend multiprocess"),
     (["--worker-spin-us", "300"], "--worker-spin-us needs --vec-backend multiprocess"),
@@ -230,6 +238,18 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(
     assert not run_dir.exists(), "no work was started"
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["analyze", "report.json", "--outp", "x.txt"], ["gate", "--round", "3"],
+     ["profile", "--num-env", "8"]],
+    ids=["analyze", "gate", "profile"],
+)  # fmt: skip
+def test_no_subcommand_takes_an_abbreviated_flag(
+    capsys: pytest.CaptureFixture, argv: list[str]
+) -> None:
+    expect_usage_error(capsys, argv, f"unrecognized arguments: {argv[-2]}")
+
+
 def test_bad_input_does_not_clobber_an_existing_run_dir(
     finished_run: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -267,7 +287,13 @@ def test_resume_of_a_corrupt_checkpoint(
     run_dir = shutil.copytree(finished_run, tmp_path / "copy")
     (run_dir / "checkpoint.pt").write_bytes(content)
     before = snapshot(run_dir)
-    expect_usage_error(capsys, ["train", "--resume", str(run_dir)], "unreadable")
+    line = expect_usage_error(capsys, ["train", "--resume", str(run_dir)], "")
+    assert line == (
+        f"rlperf: error: cannot resume: {run_dir / 'checkpoint.pt'} is corrupt or truncated "
+        "(torch cannot read it as a checkpoint): restore it from a copy, or start the run "
+        "afresh with --overwrite"
+    )
+    assert "weights_only" not in line, "not torch's advice to run the file's pickle"
     assert snapshot(run_dir) == before
 
 
@@ -307,6 +333,18 @@ def test_mismatched_resume_is_rejected_without_touching_the_run(
     before = snapshot(finished_run)
     expect_usage_error(capsys, ["train", "--resume", str(finished_run), *extra], message)
     assert snapshot(finished_run) == before
+
+
+@pytest.mark.parametrize("extra", [[], ["--total-steps", str(3 * BATCH + BATCH - 1)]],
+                         ids=["as-saved", "short-of-one-iteration"])  # fmt: skip
+def test_resume_of_a_finished_run_names_the_total_and_changes_nothing(
+    finished_run: Path, capsys: pytest.CaptureFixture, extra: list[str]
+) -> None:
+    before = snapshot(finished_run)
+    line = expect_usage_error(capsys, ["train", "--resume", str(finished_run), *extra], "")
+    assert f"has reached its total_steps {3 * BATCH + (BATCH - 1 if extra else 0)}" in line
+    assert f"--total-steps N larger than {3 * BATCH}, at least {4 * BATCH}" in line
+    assert snapshot(finished_run) == before, "every file of the run byte-identical"
 
 
 def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Path) -> None:
@@ -376,3 +414,20 @@ def test_ctrl_c_writes_the_summary_and_exits_130(
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["global_step"] == 2 * BATCH
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["iteration"] == 2
+
+
+@pytest.mark.parametrize(
+    "flags, kind",
+    [([], "mlp"), (["--env", "grid"], "cnn"), (["--env", "catch"], "cnn"),
+     (["--preset", "grid", "--env", "cartpole"], "mlp"), (["--env", "grid", "--policy", "lstm"],
+                                                          "lstm")],
+    ids=["cartpole", "grid", "catch", "cnn-preset-on-cartpole", "explicit"],
+)  # fmt: skip
+def test_without_policy_the_env_gets_one_that_reads_its_observations(
+    flags: list[str], kind: str
+) -> None:
+    """README's ``rlperf train --env grid --vec-backend multiprocess ...`` names no policy: the
+    grid's images take the CNN rather than failing on the default MLP; a given one stays."""
+    from rlperf.cli import build_parser, config_from_args
+
+    assert config_from_args(build_parser().parse_args(["train", *flags])).policy.kind == kind

@@ -76,7 +76,13 @@ class Failed(SystemExit):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line instead of usage text + error."""
+    """argparse that reports a usage error as one line instead of usage text + error, and takes
+    no abbreviation of a flag: ``--num-env 32`` would otherwise set ``--num-envs`` silently
+    (and a later flag could make the same abbreviation mean another one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # subcommands' parsers too (parser_class)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         # fail() already says "rlperf: error:"; a subcommand's parser adds its own name.
@@ -240,13 +246,49 @@ def explicit_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace) -> Config:
     """The preset with explicit flags applied, validated (ConfigError on bad values)."""
     cfg = preset(args.preset)
-    for name, value in explicit_overrides(args).items():
+    given = explicit_overrides(args)
+    for name, value in given.items():
         if name == "options":
             # A preset's env options stay unless a flag names the same key (`--preset robots
             # --env-option max_depth=2` keeps its symbolic observations).
             value = {**cfg.env.options, **value}
         set_field(cfg, _section_of(name), name, value)
-    return cfg.validate()
+    cfg.validate()
+    if "kind" not in given:
+        fit_policy_to_env(cfg)
+    # The config cannot tell a given --num-workers from its default; the command line can.
+    if "num_workers" in given and cfg.env.backend == "serial":
+        raise ConfigError(
+            "--num-workers needs --vec-backend multiprocess (the serial backend steps every "
+            "env in the trainer's process)"
+        )
+    return cfg
+
+
+def fit_policy_to_env(cfg: Config) -> None:
+    """Without --policy: where the preset's policy cannot read the env's observations, the
+    one that can (images: cnn, flat vectors: mlp), so ``--env grid`` trains instead of failing
+    on the MLP. One env of one copy is built to see them (UnknownEnvError / EnvOptionError as
+    the run would raise); an explicit --policy is never changed."""
+    from rlperf.envs import make_vec
+    from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError
+    from rlperf.policies.registry import FLAT, IMAGE, policy_entry
+
+    wants = policy_entry(cfg.policy.kind).observations
+    if wants not in (FLAT, IMAGE):
+        return
+    env = make_vec(cfg.env.env, 1, **cfg.env.options)
+    try:
+        spec = EnvSpec.from_env(env)
+    except UnsupportedSpaceError:
+        return  # the trainer says why, as without this
+    finally:
+        env.close()
+    if wants == FLAT and spec.image_obs:
+        cfg.policy.kind = "cnn"
+    elif wants == IMAGE and spec.flat_obs:
+        cfg.policy.kind = "mlp"
+    cfg.validate()
 
 
 def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict[str, Any]]:
@@ -276,12 +318,28 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> tuple[Config, dict
             )
     cfg.run.run_dir = str(run_dir)
     cfg.validate()
-    if cfg.run.total_steps < int(payload.get("global_step", 0)):
+    global_step = int(payload.get("global_step", 0))
+    if cfg.run.total_steps < global_step:
         raise CheckpointError(
             f"cannot resume: total_steps {cfg.run.total_steps} is below the checkpoint's "
-            f"global step {payload['global_step']}"
+            f"global step {global_step}"
         )
     return cfg, payload
+
+
+def check_room_to_continue(cfg: Config, payload: dict[str, Any], run_dir: Path) -> None:
+    """CheckpointError when the resumed run has no room for another iteration in its
+    total_steps: it would start and stop at once, rewriting its summary with nothing measured.
+    (Checked after the number of ranks, which no --total-steps can fix.)"""
+    global_step, iteration = int(payload.get("global_step", 0)), int(payload.get("iteration", 0))
+    step = global_step // iteration if iteration else 0  # steps of one iteration, every rank
+    if step and cfg.run.total_steps < global_step + step:
+        raise CheckpointError(
+            f"cannot resume: the run in {run_dir} has reached its total_steps "
+            f"{cfg.run.total_steps} (global step {global_step}); to train it further give "
+            f"--total-steps N larger than {global_step}, at least {global_step + step} "
+            f"for one more iteration of {step} steps"
+        )
 
 
 def build_trainer(
@@ -300,6 +358,7 @@ def build_trainer(
         if args.resume:
             cfg, payload = resume_config(Path(args.resume), args)
             check_world_size(payload, ranks.world_size)
+            check_room_to_continue(cfg, payload, Path(args.resume))
         else:
             cfg = config_from_args(args)
     if ranks.distributed:
@@ -369,6 +428,27 @@ def check_run_flags(args: argparse.Namespace, here: bool = True) -> tuple[Path |
     return target, refuse_existing_run(args, target) if here else []
 
 
+def interrupted_line(trainer: Any, run_dir: str | None) -> str:
+    """What a Ctrl-C left behind, in one line (``rlperf: `` not included)."""
+    from rlperf.run.checkpoint import CHECKPOINT_NAME
+
+    if not run_dir:
+        return f"interrupted after iteration {trainer.iteration}; nothing saved (no --run-dir)"
+    resume = f"continue with rlperf train --resume {run_dir}"
+    if trainer.checkpointed_iteration == trainer.iteration:
+        return (
+            f"interrupted; summary written, iteration {trainer.iteration} (global step "
+            f"{trainer.global_step:,}) checkpointed: {resume}"
+        )
+    # A second Ctrl-C stopped the iteration half-way: what a resume repeats is since the last.
+    if (Path(run_dir) / CHECKPOINT_NAME).is_file():
+        return (
+            f"interrupted in iteration {trainer.iteration}; summary written, last checkpoint "
+            f"kept: {resume}"
+        )
+    return f"interrupted in iteration {trainer.iteration}; summary written, no checkpoint yet"
+
+
 def launch_ranks(args: argparse.Namespace) -> int:
     """``--nproc``/``--nnodes``: check what the ranks would check (the run directory only with
     one machine: with several, rank 0's machine is known after the rendezvous), then start
@@ -387,6 +467,8 @@ def launch_ranks(args: argparse.Namespace) -> int:
     problem = launch.check_flags(args, cfg.run.device, saved)
     if problem:
         fail(problem)
+    if payload is not None:
+        check_room_to_continue(cfg, payload, Path(args.resume))
     return launch.run(args, args.argv)
 
 
@@ -441,8 +523,9 @@ def train_rank(args: argparse.Namespace, ranks: Ranks) -> int:
             launch.record_failure(str(e), reported=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("\nrlperf: interrupted; summary written, last checkpoint kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        if ranks.is_main:  # every rank stops at the same iteration; one says so
+            print(f"\nrlperf: {interrupted_line(trainer, run_dir)}", file=sys.stderr)
+        return launch.interrupted_status()
     finally:
         # Whatever ended the run, the scalars written so far reach the disk and env workers
         # are stopped.
@@ -560,6 +643,12 @@ def main(argv: list[str] | None = None) -> int:
         fail(str(e))
     except USAGE_ERRORS as e:
         fail(str(e))
+    except KeyboardInterrupt:  # before a command's own handling (building a trainer, joining)
+        from rlperf.distributed import launch
+
+        if os.environ.get("RANK", "0") == "0":
+            print("\nrlperf: interrupted", file=sys.stderr)
+        return launch.interrupted_status()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ checkpoints, and the analytic update against the autograd update end to end."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +114,57 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> 
     assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
     final = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     assert final["interrupted"] is False and final["global_step"] == 6 * BATCH
+
+
+def sigint_at_env_calls(monkeypatch: pytest.MonkeyPatch, *calls: int) -> None:
+    """CartPole's ``step`` sends this process SIGINT (a Ctrl-C) at each of its ``calls``-th
+    calls (1-based): in the middle of a rollout."""
+    original, count = CartPoleVec.step, {"n": 0}
+
+    def step(self, actions):
+        count["n"] += 1
+        if count["n"] in calls:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, actions)
+
+    monkeypatch.setattr(CartPoleVec, "step", step)
+
+
+def test_ctrl_c_checkpoints_the_iteration_it_lands_in_and_resume_repeats_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT in iteration 3's rollout, no periodic checkpoint due: iteration 3 completes and is
+    checkpointed, and ``--resume`` gives the run that was never interrupted."""
+    straight, _ = train(small_config(6, run__checkpoint_every=100), tmp_path / "straight")
+    sigint_at_env_calls(monkeypatch, 2 * NUM_STEPS + 5)
+    interrupted = Trainer(small_config(6, run__checkpoint_every=100), profiler=Profiler())
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.train(tmp_path / "resumed")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "handler restored"
+    assert interrupted.checkpointed_iteration == interrupted.iteration == 3
+    assert load_weights_only(tmp_path / "resumed" / "checkpoint.pt")["iteration"] == 3
+    summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["global_step"] == 3 * BATCH
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(tmp_path / "resumed")]) == 0
+    assert without_timing(metrics(tmp_path / "resumed")) == without_timing(
+        metrics(tmp_path / "straight")
+    )
+    resumed = load_weights_only(tmp_path / "resumed" / "checkpoint.pt")
+    assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
+
+
+def test_a_second_ctrl_c_stops_at_once_keeping_the_last_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sigint_at_env_calls(monkeypatch, 2 * NUM_STEPS + 5, 2 * NUM_STEPS + 6)
+    trainer = Trainer(small_config(6, run__checkpoint_every=1), profiler=Profiler())
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(tmp_path)
+    assert trainer.iteration == 3 and trainer.checkpointed_iteration == 2
+    assert load_weights_only(tmp_path / "checkpoint.pt")["iteration"] == 2
+    assert len(metrics(tmp_path)) == 2
+    assert json.loads((tmp_path / "summary.json").read_text())["interrupted"] is True
 
 
 def test_resume_with_more_total_steps_continues_the_run(tmp_path: Path) -> None:

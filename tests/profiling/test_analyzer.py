@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rlperf.cli import main
-from rlperf.profiling.analyze import WEIGHTS, analyze, phase_of, score_sections
+from rlperf.profiling.analyze import WEIGHTS, analyze, phase_of, render_analysis, score_sections
 
 
 def test_score_is_the_weighted_sum_of_normalised_components(report_factory):
@@ -83,7 +83,7 @@ def test_advice_follows_the_dominant_phase_and_quotes_the_run(report_factory):
     assert analysis["dominant_phase"] == "rollout"
     assert analysis["largest_leaf"]["section"] == "rollout/env_step"
     assert "num_envs=64: try 128" in analysis["largest_leaf"]["advice"]
-    critical = [r for r in analysis["recommendations"] if r["flag"] == "CRITICAL"]
+    critical = [r for r in analysis["recommendations"] if "CRITICAL" in r["flags"]]
     assert [r["section"] for r in critical] == ["rollout", "rollout/env_step"]
     assert "vectorised" in critical[1]["advice"]
 
@@ -111,7 +111,7 @@ def test_analyze_command_writes_text_detailed_and_chart(report_factory, tmp_path
                  str(out["json"]), "--charts", str(out["png"])])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out
-    assert "TOP 10 BOTTLENECKS" in printed and "[CRITICAL] rollout takes 60.0%" in printed
+    assert "TOP 10 BOTTLENECKS" in printed and "[CRITICAL,SLOW] rollout takes 60.0%" in printed
     assert out["txt"].read_text().strip() in printed
     detailed = json.loads(out["json"].read_text())
     assert detailed["weights"] == WEIGHTS
@@ -126,7 +126,21 @@ def test_unstable_flags_a_mean_far_above_the_fastest_call(report_factory):
     report["sections"][1]["min_ms"] = report["sections"][1]["mean_ms"] / 10
     scored = {s.name: s for s in score_sections(report["sections"])}
     assert scored["update/loss"].flags == ["UNSTABLE"] and scored["update"].flags == []
-    (rec,) = [r for r in analyze(report)["recommendations"] if r["flag"] == "UNSTABLE"]
+    (rec,) = [r for r in analyze(report)["recommendations"] if "UNSTABLE" in r["flags"]]
     assert rec["section"] == "update/loss" and "--threads 1" in rec["advice"]
     report["sections"][1]["calls"] = 19  # too few calls to judge
     assert score_sections(report["sections"])[1].flags == []
+
+
+def test_each_flagged_section_is_advised_once_and_a_smaller_network_is_smaller(report_factory):
+    # rollout/policy_forward: 60% of the time (CRITICAL) at 600 ms a call (SLOW).
+    report = report_factory([("rollout", 9.0, 10), ("rollout/policy_forward", 6.0, 10)])
+    recs = [
+        r for r in analyze(report)["recommendations"] if r["section"] == "rollout/policy_forward"
+    ]
+    assert len(recs) == 1 and recs[0]["flags"] == ["CRITICAL", "SLOW"]
+    assert recs[0]["flag"] == "CRITICAL,SLOW"
+    # conftest's run has hidden_sizes [64, 64]: the advice names a smaller one.
+    assert "hidden_sizes=[64, 64]: try [32, 32]" in recs[0]["advice"]
+    printed = render_analysis(analyze(report))
+    assert printed.count("rollout/policy_forward takes 60.0%") == 2  # the advice, where to start

@@ -6,15 +6,13 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
-import pytest
 from rich.console import Console
+from tmux_terminal import needs_tmux, tmux, wait_for
 
 import rlperf
 from rlperf.config import Config
@@ -113,28 +111,7 @@ def test_dashboard_without_a_terminal_is_refused_before_any_work(tmp_path, usage
 
 
 # -- in a real terminal ------------------------------------------------------------------
-def tmux(socket: str, *args: str) -> str:
-    done = subprocess.run(
-        ["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=10
-    )
-    return done.stdout
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-
-
-@pytest.mark.skipif(
-    shutil.which("tmux") is None,
-    reason="tmux is not installed (apt-get install tmux): the dashboard's real-terminal test "
-    "runs rlperf train --dashboard in a tmux pane",
-)
+@needs_tmux
 def test_dashboard_in_tmux_redraws_in_place_and_ctrl_c_exits_cleanly(tmp_path: Path) -> None:
     socket, session = f"rlperf-test-{os.getpid()}", "dash"
     run_dir, rc_file = tmp_path / "run", tmp_path / "rc"

@@ -351,3 +351,24 @@ def test_contention_line_names_the_cores_other_processes_held(
     idle = {"machine": {"cpu_pct_mean": 52.0}, "trainer": {"cpu_pct_mean": 99.0}}
     assert telemetry.contention_line(idle, 2) is None
     assert telemetry.contention_line({"machine": {}, "trainer": {}}, 2) is None
+
+
+def test_two_env_workers_read_as_two_not_as_their_forkserver_and_resource_tracker(
+    no_nvml, no_orphans, children_before
+) -> None:
+    from rlperf.envs.workers.pool import MultiprocessVecEnv
+
+    env = MultiprocessVecEnv("cartpole", num_envs=4, num_workers=2, seed=0)
+    try:
+        servers = telemetry_module.multiprocessing_service_pids()
+        children = {p.pid for p in psutil.Process().children(recursive=True)}
+        assert len(servers) == 2 and servers <= children, "both servers run, as children"
+        with Telemetry(NEVER_S, scan_s=0.0) as telemetry:
+            telemetry.sample()
+            block = telemetry.row_fields()["telemetry"]
+        pids = [w["pid"] for w in block["workers"]]
+        assert servers.isdisjoint(pids)
+        # Children of earlier tests in this process may still be counted: they are not new.
+        assert sorted(pid for pid in pids if pid not in children_before) == sorted(env.pids)
+    finally:
+        env.close()

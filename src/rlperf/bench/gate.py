@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -284,6 +285,8 @@ def run_rounds(
     """
     results: dict[str, CaseResult] = {}
     pending = list(cases)
+    log(estimate_line(len(cases), settings))
+    started, case_rounds = time.monotonic(), 0  # case_rounds: one case's round, summed
     owned = worker is None
     if worker is None:
         worker = Worker()
@@ -309,22 +312,58 @@ def run_rounds(
             for case in pending:
                 results[case].rounds.append(measure_round(worker, results[case], r, settings))
             end_round(worker)
+            case_rounds += len(pending)
             analyse(list(results.values()), settings)
             for case in list(pending):
                 result = results[case]
                 verdict = result.verdicts[settings.metric]
                 if len(result.rounds) >= settings.min_rounds and verdict.decision != UNDECIDED:
                     pending.remove(case)
-            log(f"round {r + 1}: " + "; ".join(
-                f"{name} {format_verdict(res.verdicts[settings.metric])}"
-                for name, res in results.items()
-            ))  # fmt: skip
+            # One short line a round; each case's ratio and interval are in the report and
+            # the --json file.
+            elapsed = time.monotonic() - started
+            left = (settings.max_rounds - r - 1) * len(pending) * elapsed / case_rounds
+            log(round_line(r + 1, settings.max_rounds, list(results.values()), settings.metric,
+                           elapsed, left))  # fmt: skip
             if not pending:
                 break
     finally:
         if owned:
             worker.close()
     return [results[c] for c in cases]
+
+
+def estimate_line(num_cases: int, settings: Settings) -> str:
+    """What the gate says before its first round: how long it may take, from the configured
+    CPU seconds of one case's round (warm-up and samples, both sides)."""
+    case_round_s = 2 * (settings.warmup_s + settings.pairs_per_round * settings.sample_s)
+    fewest, most = (n * num_cases * case_round_s for n in (settings.min_rounds,
+                                                           settings.max_rounds))  # fmt: skip
+    return (
+        f"gate: {num_cases} case(s) x {settings.min_rounds}-{settings.max_rounds} rounds: "
+        f"estimated {duration(fewest)} to {duration(most)} (timed CPU alone; a busy machine "
+        "adds to it)"
+    )
+
+
+def round_line(
+    done: int, max_rounds: int, results: list[CaseResult], metric: str, elapsed_s: float,
+    left_s: float,
+) -> str:  # fmt: skip
+    """One round's line: the cases' decisions so far, time spent, at most how long is left
+    (the rounds still allowed at the measured seconds of a case's round: an estimate)."""
+    decisions = [r.decision(metric) for r in results]
+    counts = ", ".join(f"{decisions.count(d)} {d}" for d in (OK, REGRESSION, UNDECIDED)
+                       if d in decisions)  # fmt: skip
+    ratios = [ratio for r in results if (ratio := r.verdicts[metric].ratio) is not None]
+    worst = f"; head/base up to {max(ratios):.3f}" if ratios else ""
+    left = f"; at most ~{duration(left_s)} left (estimate)" if left_s > 0 else ""
+    return f"round {done}/{max_rounds}: {counts}{worst}; {duration(elapsed_s)}{left}"
+
+
+def duration(seconds: float) -> str:
+    """``42 s`` or ``3.4 min``."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def measure_round(

@@ -288,7 +288,7 @@ def serve(registry_path: Path, preload: list[str]) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--registry", type=Path, required=True)
     parser.add_argument("--preload", default="", help="comma-separated modules to import once")
     args = parser.parse_args()

@@ -26,7 +26,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +42,14 @@ from rlperf.distributed.group import (
     resolve_backend,
 )
 
-EXIT_FAILED, EXIT_USAGE = 1, 2
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 # What each rank runs after the interpreter, before the command line: the package's entry point.
 # (Tests point it at a script that injects faults before calling the same ``main``.)
 RANK_ENTRY: tuple[str, ...] = ("-m", "rlperf")
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
+# Set by rlperf's launcher for its ranks: a rank stopped by Ctrl-C exits 0 under it (see run()).
+LAUNCHER_ENV = "RLPERF_LAUNCHER"
 
 
 def add_launch_flags(parser: argparse.ArgumentParser) -> None:
@@ -179,15 +181,86 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         max_restarts=args.max_restarts,
         monitor_interval=0.1,
         start_method="spawn",
+        # The signals the agent turns into SignalException: its default less SIGINT, which
+        # forwarded_ctrl_c() passes on to the ranks instead.
+        signals_to_handle="SIGTERM,SIGHUP,SIGQUIT",
     )
+    with forwarded_ctrl_c() as ctrl_c:
+        try:
+            elastic_launch(config, sys.executable)(*RANK_ENTRY, *argv)
+        except KeyboardInterrupt:  # before any rank started (forwarded_ctrl_c)
+            print("\nrlperf: interrupted before the ranks started; nothing written",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_INTERRUPTED
+        except ChildFailedError as e:
+            if ctrl_c.count:  # a second Ctrl-C stopped the ranks mid-iteration: no one's fault
+                return EXIT_INTERRUPTED
+            line, code = describe_failure(e.failures)
+            if line is not None:
+                print(f"rlperf: error: {line}", file=sys.stderr)
+            return code
+    return EXIT_INTERRUPTED if ctrl_c.count else 0
+
+
+class _CtrlC:
+    """How many Ctrl-Cs the launcher passed on to its ranks."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@contextmanager
+def forwarded_ctrl_c() -> Iterator[_CtrlC]:
+    """Inside: Ctrl-C reaches the ranks as a Ctrl-C of their own, and nothing else happens.
+
+    The agent starts each rank in a session of its own, so the terminal's Ctrl-C reaches only
+    the launcher; the agent's own handler (left out of ``signals_to_handle`` in :func:`run`)
+    would raise SignalException, send SIGINT to the ranks, kill them after its shutdown timeout
+    and end in a traceback. Instead, each SIGINT is passed
+    on to the ranks (the first makes them finish the iteration, checkpoint it and stop; a second
+    stops them at once) and the agent sees them end: a rank stopped by Ctrl-C exits 0 under
+    this launcher (:func:`interrupted_status`), so the agent neither restarts it
+    (``--max-restarts``) nor reports a failure, and :func:`run` returns 130.
+    """
+    import psutil
+
+    state = _CtrlC()
+    me = psutil.Process()
+
+    def forward(signum: int, frame: Any) -> None:
+        ranks = [p for p in me.children() if _own_session(p.pid)]
+        if not ranks:  # still in the rendezvous: nothing to finish
+            raise KeyboardInterrupt
+        state.count += 1
+        for rank in ranks:
+            with suppress(ProcessLookupError):
+                os.kill(rank.pid, signal.SIGINT)
+
+    saved_env = os.environ.get(LAUNCHER_ENV)
+    os.environ[LAUNCHER_ENV] = "1"
+    previous = signal.signal(signal.SIGINT, forward)
     try:
-        elastic_launch(config, sys.executable)(*RANK_ENTRY, *argv)
-    except ChildFailedError as e:
-        line, code = describe_failure(e.failures)
-        if line is not None:
-            print(f"rlperf: error: {line}", file=sys.stderr)
-        return code
-    return 0
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if saved_env is None:
+            os.environ.pop(LAUNCHER_ENV, None)
+        else:
+            os.environ[LAUNCHER_ENV] = saved_env
+
+
+def _own_session(pid: int) -> bool:
+    """Whether ``pid`` leads a process group of its own (a rank, as the agent starts it)."""
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def interrupted_status() -> int:
+    """The exit status of a rank (or a run) stopped by Ctrl-C: 130, but 0 for a rank under
+    rlperf's launcher, which reports the 130 itself (:func:`forwarded_ctrl_c`)."""
+    return 0 if os.environ.get(LAUNCHER_ENV) and launched_rank() else EXIT_INTERRUPTED
 
 
 def describe_failure(failures: dict[int, Any]) -> tuple[str | None, int]:

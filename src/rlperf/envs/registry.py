@@ -12,8 +12,9 @@ that is the contract the trainer relies on.
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gymnasium.vector import VectorEnv
@@ -54,6 +55,14 @@ def registered() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name``, ignoring case (``Cartpole-v1``: ``CartPole-v1``), or
+    None when none is close (difflib's ratio of at least 0.8)."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=0.8)
+    return by_lower[close[0]] if close else None
+
+
 def check_env_name(name: str) -> None:
     """Raise :class:`UnknownEnvError` with a one-line message unless ``name`` can be built."""
     if name.startswith(GYM_PREFIX):
@@ -61,7 +70,9 @@ def check_env_name(name: str) -> None:
 
         env_id = name[len(GYM_PREFIX) :]
         if env_id not in gymnasium.registry:
-            raise UnknownEnvError(f"unknown gymnasium id {env_id!r} in env {name!r}")
+            hint = did_you_mean(env_id, gymnasium.registry)
+            hint = f": did you mean {GYM_PREFIX}{hint}?" if hint else ""
+            raise UnknownEnvError(f"unknown gymnasium id {env_id!r} in env {name!r}{hint}")
         return
     if name not in _REGISTRY:
         known = ", ".join(registered())

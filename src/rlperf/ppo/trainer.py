@@ -69,6 +69,7 @@ from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
 from rlperf.run.allocator import keep_freed_memory
 from rlperf.run.episode_log import EpisodeLog
+from rlperf.run.interrupt import StopRequest
 from rlperf.run.run_dir import CHECKPOINT_NAME
 from rlperf.run.telemetry import Telemetry
 from rlperf.run.training_log import TrainingLog
@@ -224,6 +225,8 @@ class Trainer:
         self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
+        # The iteration the run directory's checkpoint holds (0: none written by this run).
+        self.checkpointed_iteration = 0
 
     @property
     def num_iterations(self) -> int:
@@ -335,6 +338,10 @@ class Trainer:
     def train(self, run_dir: str | Path | None = None, resumed: bool = False) -> dict[str, Any]:
         """Train until ``total_steps``; writes the run directory if given; returns the summary.
 
+        Ctrl-C (SIGINT, from the main thread) lets the iteration finish, checkpoints it and
+        stops every rank at that iteration, so a resume repeats nothing; a second Ctrl-C stops at
+        once, keeping the last checkpoint written (``run/interrupt.py``).
+
         Raises:
             NonFiniteLossError: the loss became NaN/inf (the last good checkpoint is kept).
             KeyboardInterrupt: after writing the summary (``interrupted: true``).
@@ -348,54 +355,66 @@ class Trainer:
         log.start(self.global_step)
         stats_row: dict[str, float] = {}
         try:
-            while self.iteration < self.num_iterations:
-                self.iteration += 1
-                self.threads.next_iteration()
-                teacher = self.teacher_phase
-                supervised = teacher is not None and teacher.begin_rollout(self.global_step)
-                with sec(names.ROLLOUT):
-                    self.collect(supervised)
-                with sec(names.GAE):
-                    self.compute_advantages()
-                with sec(names.UPDATE):
-                    stats = self.update(supervised)
-                with sec(names.LOGGING):
-                    stats_row = self._finalize(stats, supervised)
-                    metrics = self._metrics(stats_row, supervised)
-                    row = log.row(self.iteration, self.global_step, metrics)
-                # Every rank stops at the same iteration, or the others would wait forever.
-                stop = log.budget_spent
-                if self.cfg.run.max_wall_s and self.ranks.distributed:
-                    stop = self.ranks.sum(float(stop)) > 0
-                path = checkpoint_path  # every rank saves: rank 0 gathers the others' state
-                last = self.iteration == self.num_iterations or stop
-                if path is not None and ((every and self.iteration % every == 0) or last):
-                    with sec(names.CHECKPOINT):
-                        self.prior_counted = log.counted()
-                        self.save(path)
-                for callback in self.callbacks:
-                    callback(self, row)
-                if stop:
-                    break
-        except KeyboardInterrupt:
+            with StopRequest() as ctrl_c:
+                while self.iteration < self.num_iterations:
+                    self.iteration += 1
+                    self.threads.next_iteration()
+                    teacher = self.teacher_phase
+                    supervised = teacher is not None and teacher.begin_rollout(self.global_step)
+                    with sec(names.ROLLOUT):
+                        self.collect(supervised)
+                    with sec(names.GAE):
+                        self.compute_advantages()
+                    with sec(names.UPDATE):
+                        stats = self.update(supervised)
+                    with sec(names.LOGGING):
+                        stats_row, interrupted = self._finalize(stats, supervised, ctrl_c.requested)
+                        metrics = self._metrics(stats_row, supervised)
+                        row = log.row(self.iteration, self.global_step, metrics)
+                    # Every rank stops at the same iteration, or the others would wait forever.
+                    stop = log.budget_spent
+                    if self.cfg.run.max_wall_s and self.ranks.distributed:
+                        stop = self.ranks.sum(float(stop)) > 0
+                    self.interrupted = interrupted
+                    stop = stop or interrupted
+                    path = checkpoint_path  # every rank saves: rank 0 gathers the others' state
+                    last = self.iteration == self.num_iterations or stop
+                    if path is not None and ((every and self.iteration % every == 0) or last):
+                        with sec(names.CHECKPOINT):
+                            self.prior_counted = log.counted()
+                            self.save(path)
+                        self.checkpointed_iteration = self.iteration
+                    for callback in self.callbacks:
+                        callback(self, row)
+                    if stop:
+                        break
+        except KeyboardInterrupt:  # a second Ctrl-C, mid-iteration: the last checkpoint stays
             self.interrupted = True
             raise
         finally:
             self.last_summary = log.close(self._summary_fields(stats_row))
+        if self.interrupted:  # the first Ctrl-C, once its iteration is checkpointed
+            raise KeyboardInterrupt
         return self.last_summary
 
-    def _finalize(self, stats: torch.Tensor, supervised: bool) -> dict[str, float]:
-        """The iteration's mean loss statistics, read from the device (the one host sync);
-        averaged over the ranks, so all of them agree on stopping at a non-finite loss."""
+    def _finalize(
+        self, stats: torch.Tensor, supervised: bool, interrupted: bool
+    ) -> tuple[dict[str, float], bool]:
+        """The iteration's mean loss statistics, read from the device (the one host sync), and
+        whether any rank was interrupted (Ctrl-C); averaged over the ranks, so all of them agree
+        on stopping at a non-finite loss or an interrupt."""
         finalize = finalize_supervised_stats if supervised else finalize_stats
-        stats_row = finalize(self.ranks.mean(stats).tolist(), self.update_impl.coefs)
+        # The interrupt flag rides on the statistics' all-reduce: no collective of its own.
+        flag = stats.new_tensor([float(interrupted)])
+        *means, any_interrupted = self.ranks.mean(torch.cat([stats, flag])).tolist()
+        stats_row = finalize(means, self.update_impl.coefs)
         if not all(math.isfinite(v) for v in stats_row.values()):
             raise NonFiniteLossError(
                 f"non-finite loss at iteration {self.iteration} "
                 f"(global step {self.global_step}): "
                 + ", ".join(f"{k}={v}" for k, v in stats_row.items())
             )
-        return stats_row
+        return stats_row, any_interrupted > 0
 
     def _metrics(self, stats_row: dict[str, float], supervised: bool) -> dict[str, Any]:
         """The algorithm's fields of a metrics row (the log adds SPS and section seconds)."""

@@ -23,6 +23,9 @@ others) and listed apart, labelled as such, with its share of wall time.
 **Categories** (``profiling/categories.py``): every section's own time in one of environment,
 rendering, model, training, transfer, other, with each category's share of wall time.
 
+**Recommendations**: one per flagged section and advice: CRITICAL, SLOW, MEMORY and GPU MEMORY
+share the section's advice (listed once, with every flag it answers), UNSTABLE has its own.
+
 **Advice** is keyed on the section's phase (device-to-host copies, policy forward, env step, the
 update and its parts, logging / checkpointing / evaluation, GAE, buffer store, untimed glue) and
 quotes the run's own figures and settings.
@@ -166,7 +169,12 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
         tips = [f"run more environments per forward (num_envs={num_envs}: try {2 * num_envs})"]
         if device.startswith("cuda"):
             tips.append("use mixed precision (bf16 autocast) for the forward pass")
-        tips.append(f"a smaller network (hidden_sizes={hidden}) if the return allows it")
+        if hidden:
+            smaller = [max(1, h // 2) for h in hidden]
+            tips.append(f"a smaller network (hidden_sizes={list(hidden)}: try {smaller}) "
+                        "if the return allows it")  # fmt: skip
+        else:
+            tips.append("a smaller network if the return allows it")
         return f"{head}: " + "; ".join(tips) + "."
     if phase == "env_step":
         return (
@@ -247,15 +255,16 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
     sections = [e for e in sections if not names.is_measurement(e["name"])]
     scored = score_sections(sections)
     by_name = {s.name: s for s in scored}
-    recommendations = [
-        {
-            "flag": flag,
-            "section": s.name,
-            "advice": unstable_advice(s, report) if flag == "UNSTABLE" else advice(s, report),
-        }
-        for s in scored
-        for flag in s.flags
-    ]
+    recommendations = []
+    for s in scored:
+        # CRITICAL, SLOW and the memory flags get the same advice (the section's phase): one
+        # entry for all of them; UNSTABLE has its own (the machine, not the code).
+        own = [f for f in s.flags if f != "UNSTABLE"]
+        for flags, text in ((own, advice), (["UNSTABLE"] if "UNSTABLE" in s.flags else [],
+                                            unstable_advice)):  # fmt: skip
+            if flags:
+                recommendations.append({"flag": ",".join(flags), "flags": flags,
+                                        "section": s.name, "advice": text(s, report)})  # fmt: skip
     # The largest leaf (a section without children) is where an optimisation pays most.
     parents = {e["parent"] for e in sections if e["parent"]}
     leaves = [s for s in scored if s.name not in parents]

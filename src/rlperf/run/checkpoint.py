@@ -70,8 +70,15 @@ def load_checkpoint(run_dir: Path) -> dict[str, Any]:
         raise CheckpointError(f"cannot resume: no {CHECKPOINT_NAME} in {run_dir}")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as e:  # the file, not its content (permissions, I/O)
+        raise CheckpointError(f"cannot resume: cannot read {path} ({first_line(e)})") from e
     except Exception as e:  # torch raises many types for a corrupt or foreign file
-        raise CheckpointError(f"cannot resume: {path} is unreadable ({first_line(e)})") from e
+        # Not torch's own message: it advises loading with weights_only=False, which would
+        # run whatever the file's pickle holds, and cannot make a torn file whole anyway.
+        raise CheckpointError(
+            f"cannot resume: {path} is corrupt or truncated (torch cannot read it as a "
+            "checkpoint): restore it from a copy, or start the run afresh with --overwrite"
+        ) from e
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"cannot resume: {path} is not an {CHECKPOINT_FORMAT} checkpoint")
     return payload

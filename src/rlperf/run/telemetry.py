@@ -5,7 +5,8 @@ A daemon thread reads, every ``interval_s`` seconds:
 - the trainer process: CPU use (``cpu_pct``, percent of one core as ``top`` shows it, so two
   busy threads read 200) and resident memory (``rss_mb``);
 - each worker process: the trainer's child processes (``psutil.Process.children(recursive=True)``:
-  a process backend's env workers, torch.compile's compile workers), plus any pid given
+  a process backend's env workers, torch.compile's compile workers; not multiprocessing's
+  forkserver and resource tracker, see :func:`multiprocessing_service_pids`), plus any pid given
   explicitly; the same two figures each, and their sum (``workers_total``). Children are looked
   for at the start and then every ``scan_s`` seconds, not at every sample: psutil finds them by
   reading every process's ``/proc/<pid>/stat`` (2.5 ms with 80 processes on the development box,
@@ -182,6 +183,20 @@ def machine_cpu_pct(before: Any, after: Any) -> float:
     return round(100.0 * busy / total, 1) if total > 0 else 0.0
 
 
+def multiprocessing_service_pids() -> set[int]:
+    """The pids of multiprocessing's own servers this process started: the forkserver (the
+    parent of every env worker) and the resource tracker. Children, but no one's workers: they
+    sleep, and counting them made two env workers read "4 workers"."""
+    from multiprocessing import forkserver, resource_tracker
+
+    # Private attributes (CPython 3.8-3.13); absent ones just count as no server.
+    pids = (
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+    )
+    return {pid for pid in pids if pid is not None}
+
+
 class Telemetry:
     """Samples the trainer process, its workers and the GPUs in a background thread.
 
@@ -300,10 +315,9 @@ class Telemetry:
         now = time.monotonic()
         if now - self._scanned_at >= self.scan_s:
             self._scanned_at = now
+            skip = self._workers.keys() | multiprocessing_service_pids()
             try:
-                new = [
-                    p for p in self.trainer.children(recursive=True) if p.pid not in self._workers
-                ]
+                new = [p for p in self.trainer.children(recursive=True) if p.pid not in skip]
             except psutil.Error:
                 pass
             for pid in self.worker_pids - self._workers.keys():

@@ -22,7 +22,7 @@ GAP = 4  # pixels between boards
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--out", default="boards.png", help="PNG file to write")
     ap.add_argument("--count", type=int, default=4, help="boards to draw")
     ap.add_argument("--seed", type=int, default=0)
