@@ -58,6 +58,7 @@ from rlperf.ppo.build import (
     resolve_device,
     run_facts,
 )
+from rlperf.ppo.fused_rollout import FusedCartPoleRollout, fused_rollout_applies
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -173,6 +174,12 @@ class Trainer:
             if cfg.env.asynchronous
             else None
         )
+        # The analytic MLP on rlperf's CartPole: one native call per rollout (fused_rollout.py).
+        self.fused_rollout = (
+            FusedCartPoleRollout(self.buffer, self.env, self.policy, self.prof, self.episodes)
+            if fused_rollout_applies(cfg, self.env, self.policy, self.device, teacher)
+            else None
+        )
         self.prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
         self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
@@ -199,6 +206,11 @@ class Trainer:
         if self.async_collector is not None:
             self.state = self.async_collector.collect(self.state, self.sample_gen)
             self.global_step += buf.num_steps * buf.num_envs
+            return
+        if self.fused_rollout is not None and not supervised:
+            with torch.inference_mode():
+                self.fused_rollout.collect(self.sample_gen)
+            self.global_step += self.steps_per_iteration
             return
         step_env, on_cpu = self.step_env, self.device.type == "cpu"
         recurrent, has_mask = policy.recurrent, self.spec.has_mask

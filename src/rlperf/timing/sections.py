@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, cast
 
 from rlperf.timing.breakdown import build_rows, render
 from rlperf.timing.stats import SectionStats
@@ -162,6 +162,21 @@ class Profiler:
             stats = self._stats[path] = SectionStats(path, parent)
         handle = self._handles[(parent, name)] = _Section(self, stats)
         return handle
+
+    def record(self, name: str, calls: int, total_ns: int, min_ns: int, max_ns: int) -> None:
+        """Add ``calls`` timings of ``name``, nested under the open section, measured elsewhere
+        (a native loop that read the clock itself: ``ppo/fused_rollout.py``), as if the section
+        had been entered ``calls`` times: ``total_ns`` in all, the shortest ``min_ns`` and the
+        longest ``max_ns``. Nothing is recorded for ``calls == 0`` or while disabled."""
+        if not self.enabled or calls <= 0:
+            return
+        handle = self.section(name)
+        s = cast(_Section, handle).stats
+        if s.calls == 0 or min_ns < s.min_ns:
+            s.min_ns = min_ns
+        s.max_ns = max(s.max_ns, max_ns)
+        s.calls += calls
+        s.total_ns += total_ns
 
     def function(self, name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Decorator timing every call of a function as a section (default name: qualname)."""
