@@ -105,23 +105,63 @@ def test_fused_rollout_reads_no_clock_with_the_profiler_off() -> None:
     assert int(trainer.fused_rollout.finished.phase_ns[:, 0].sum()) == 0  # type: ignore[union-attr]
 
 
+def with_overrides(cfg: Config, overrides: dict[str, object]) -> Config:
+    for dotted, value in overrides.items():
+        section, name = dotted.split(".")
+        setattr(getattr(cfg, section), name, value)
+    return cfg.validate()
+
+
 def test_the_fused_rollout_applies_only_where_it_is_exact() -> None:
-    cases = {
-        "gym id": {"env.env": "gym:CartPole-v1"},
-        "lstm": {"policy.kind": "lstm"},
-        "switched off": {"policy.fused_rollout": False},
-        "workers": {"env.backend": "multiprocess", "env.num_workers": 2},
+    cases = {  # what: (overrides, takes the fused step)
+        "gym id": ({"env.env": "gym:CartPole-v1"}, True),
+        "workers": ({"env.backend": "multiprocess", "env.num_workers": 2}, True),
+        "lstm": ({"policy.kind": "lstm"}, False),
+        "switched off": ({"policy.fused_rollout": False}, False),
+        "async workers": (
+            {"env.backend": "multiprocess", "env.num_workers": 2, "env.env_batch_size": 2},
+            False,
+        ),
     }
-    for what, overrides in cases.items():
-        cfg = config(4, 16, True)
-        for dotted, value in overrides.items():
-            section, name = dotted.split(".")
-            setattr(getattr(cfg, section), name, value)
-        trainer = Trainer(cfg.validate(), profiler=Profiler())
+    for what, (overrides, step) in cases.items():
+        trainer = Trainer(with_overrides(config(4, 16, True), overrides), profiler=Profiler())
         try:
             assert trainer.fused_rollout is None, what
+            assert (trainer.fused_step is not None) == step, what
         finally:
             trainer.env.close()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"env.env": "gym:CartPole-v1"}, {"env.backend": "multiprocess", "env.num_workers": 2}],
+    ids=["gym-id", "workers"],
+)
+def test_fused_step_gives_the_torch_paths_trajectories(overrides: dict) -> None:
+    """Envs without a fused rollout: the policy's part of each step in one call, same data."""
+    ref = Trainer(with_overrides(config(4, 32, False), overrides), profiler=Profiler())
+    fused = Trainer(with_overrides(config(4, 32, True), overrides), profiler=Profiler())
+    try:
+        assert ref.fused_step is None and fused.fused_step is not None
+        for it in range(2):
+            with torch.no_grad():
+                fused.policy.flat.copy_(ref.policy.flat)
+            ref.collect()
+            fused.collect()
+            a, b = ref.buffer, fused.buffer
+            where = f"rollout {it}"
+            np.testing.assert_array_equal(b.obs_slots.numpy(), a.obs_slots.numpy(), where)
+            np.testing.assert_array_equal(b.actions.numpy(), a.actions.numpy(), where)
+            for name in ("rewards_host", "terminations_host", "truncations_host"):
+                np.testing.assert_array_equal(getattr(b, name), getattr(a, name), where)
+            for name in ("logprobs", "values"):
+                torch.testing.assert_close(getattr(b, name), getattr(a, name), **TOL, msg=where)
+            for t in (ref, fused):
+                t.compute_advantages()
+                t.update()
+    finally:
+        ref.env.close()
+        fused.env.close()
 
 
 def test_a_patched_env_step_keeps_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:

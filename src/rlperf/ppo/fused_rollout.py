@@ -39,6 +39,7 @@ from rlperf import native
 from rlperf.config import Config
 from rlperf.envs import cartpole
 from rlperf.envs.cartpole import CartPoleVec
+from rlperf.envs.spec import EnvSpec
 from rlperf.policies.base import ActorCritic
 from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.rollout import RolloutBuffer
@@ -64,26 +65,46 @@ PHYSICS = np.array(
 NUMPY_STEP = CartPoleVec.step
 
 
-def fused_rollout_applies(
-    cfg: Config, env: object, policy: ActorCritic, device: torch.device, teacher: bool
+def fused_step_applies(
+    cfg: Config, spec: EnvSpec, policy: ActorCritic, device: torch.device, teacher: bool
 ) -> bool:
-    """Whether a run takes the fused rollout: ``--fused-rollout`` on, the kernel built, the
-    analytic MLP (one unmasked discrete action) in float32 on the CPU, rlperf's CartPole itself
-    (not a subclass, its own step, no env workers), no teacher phase and no asynchronous
-    collector."""
+    """Whether a run takes the fused step (:class:`FusedStep`, any env): ``--fused-rollout``
+    on, the kernel built, the analytic MLP (one unmasked discrete action) in float32 on the
+    CPU, flat float32 observations, no teacher phase (it may replace the actions) and not the
+    asynchronous collector (its rows each have their own step)."""
     return (
         cfg.policy.fused_rollout
         and native.rollout_available()
         and device.type == "cpu"
-        and type(env) is CartPoleVec
-        and type(env).step is NUMPY_STEP
         and isinstance(policy, MLPActorCritic)
         and policy.analytic
         and policy.flat.dtype == torch.float32
+        and np.dtype(spec.obs_dtype) == np.float32
+        and len(spec.obs_shape) == 1
         and not teacher
         and not cfg.env.asynchronous
         and _fits(policy)
     )
+
+
+def steps_as_numpy(env: object) -> bool:
+    """Whether ``env`` is rlperf's CartPole stepping with its own numpy step (not a subclass,
+    and neither its class's nor the instance's ``step`` replaced)."""
+    return type(env) is CartPoleVec and CartPoleVec.step is NUMPY_STEP and "step" not in vars(env)
+
+
+def fused_rollout_applies(
+    cfg: Config,
+    env: object,
+    spec: EnvSpec,
+    policy: ActorCritic,
+    device: torch.device,
+    teacher: bool,
+) -> bool:
+    """Whether a run takes the whole fused rollout: where the fused step applies
+    (:func:`fused_step_applies`) and the env is rlperf's CartPole itself (not a subclass, its
+    own step, no env workers)."""
+    return fused_step_applies(cfg, spec, policy, device, teacher) and steps_as_numpy(env)
 
 
 def _fits(policy: MLPActorCritic) -> bool:
@@ -135,6 +156,11 @@ class FusedCartPoleRollout:
             buffer.truncations_host,
         )  # fmt: skip
 
+    def applies(self) -> bool:
+        """Whether the env still steps as the kernel does (a test or a user may replace its
+        ``step`` after the trainer was made: the trainer then collects on the torch path)."""
+        return steps_as_numpy(self.env)
+
     def collect(self, generator: torch.Generator) -> None:
         """One rollout into the buffer: ``num_steps`` steps of every env from ``next_obs``."""
         buf, rng, out = self.buffer, self.env.np_random, self.finished
@@ -157,3 +183,30 @@ class FusedCartPoleRollout:
         if timing:
             for name, (calls, total, low, high) in zip(PHASES, out.phase_ns.tolist(), strict=True):
                 self.prof.record(name, calls, total, low, high)
+
+
+class FusedStep:
+    """One rollout step's policy for any env, in one kernel call: actor and critic on
+    ``obs[t]``, the sample, and the actions, log-probabilities and values written into the
+    buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
+    fused part stops at the env boundary. The Exp(1) draws are the torch path's, one (N, A) draw
+    per step from the same generator, so the actions are the same.
+    """
+
+    def __init__(self, buffer: RolloutBuffer, policy: MLPActorCritic) -> None:
+        self.buffer, self.policy = buffer, policy
+        self.mlp: native.FusedMLP | None = None
+
+    def start_rollout(self) -> None:
+        """Take the policy's current weights (call once per rollout, before the first step)."""
+        self.mlp = fused_mlp(self.policy)
+
+    def __call__(self, t: int, generator: torch.Generator) -> torch.Tensor:
+        """Act on the observations in slot ``t``; returns the actions (N,) (a buffer view)."""
+        buf = self.buffer
+        if self.mlp is None:
+            raise RuntimeError("FusedStep: call start_rollout() before the first step")
+        noise = torch.empty(buf.num_envs, self.policy.action_dim).exponential_(generator=generator)
+        actions = buf.actions[t]
+        self.mlp.act(buf.obs[t], noise, actions, buf.logprobs[t], buf.values[t])
+        return actions

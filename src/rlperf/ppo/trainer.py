@@ -58,7 +58,12 @@ from rlperf.ppo.build import (
     resolve_device,
     run_facts,
 )
-from rlperf.ppo.fused_rollout import FusedCartPoleRollout, fused_rollout_applies
+from rlperf.ppo.fused_rollout import (
+    FusedCartPoleRollout,
+    FusedStep,
+    fused_rollout_applies,
+    fused_step_applies,
+)
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -174,10 +179,17 @@ class Trainer:
             if cfg.env.asynchronous
             else None
         )
-        # The analytic MLP on rlperf's CartPole: one native call per rollout (fused_rollout.py).
+        # The analytic MLP: on rlperf's CartPole one native call per rollout, on other envs one
+        # per step for the policy's part (ppo/fused_rollout.py).
         self.fused_rollout = (
             FusedCartPoleRollout(self.buffer, self.env, self.policy, self.prof, self.episodes)
-            if fused_rollout_applies(cfg, self.env, self.policy, self.device, teacher)
+            if fused_rollout_applies(cfg, self.env, self.spec, self.policy, self.device, teacher)
+            else None
+        )
+        self.fused_step = (
+            FusedStep(self.buffer, self.policy)
+            if self.fused_rollout is None
+            and fused_step_applies(cfg, self.spec, self.policy, self.device, teacher)
             else None
         )
         self.prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
@@ -207,7 +219,7 @@ class Trainer:
             self.state = self.async_collector.collect(self.state, self.sample_gen)
             self.global_step += buf.num_steps * buf.num_envs
             return
-        if self.fused_rollout is not None and not supervised:
+        if self.fused_rollout is not None and not supervised and self.fused_rollout.applies():
             with torch.inference_mode():
                 self.fused_rollout.collect(self.sample_gen)
             self.global_step += self.steps_per_iteration
@@ -216,6 +228,9 @@ class Trainer:
         recurrent, has_mask = policy.recurrent, self.spec.has_mask
         to_env_actions = self.spec.action.to_env
         teacher = self.teacher_phase if supervised else None
+        fused_step = self.fused_step if not supervised else None
+        if fused_step is not None:
+            fused_step.start_rollout()
         buf.start_rollout()
         obs_t = buf.obs[0]
         done_t, mask_t = buf.done_slot(0), buf.mask_slot(0)
@@ -226,9 +241,12 @@ class Trainer:
                 if recurrent:
                     buf.store_state(t, state)
                 with sec(names.POLICY_FORWARD):
-                    actions, logprobs, values, state = policy.act(
-                        obs_t, state, done_t, mask_t, self.sample_gen
-                    )
+                    if fused_step is not None:  # writes the buffer's policy slots itself
+                        actions = fused_step(t, self.sample_gen)
+                    else:
+                        actions, logprobs, values, state = policy.act(
+                            obs_t, state, done_t, mask_t, self.sample_gen
+                        )
                 if teacher is not None:
                     actions = teacher.step(obs_t, actions, buf.teacher_slot(t), self.sample_gen)
                 with sec(names.DEVICE_TO_HOST):
@@ -239,7 +257,12 @@ class Trainer:
                 if infos and "_episode" in infos:
                     self.episodes.record(infos)
                 with sec(names.BUFFER_STORE):
-                    buf.store_step(t, actions, logprobs, values, rewards, terminations, truncations)
+                    if fused_step is not None:
+                        buf.store_env_step(t, rewards, terminations, truncations)
+                    else:
+                        buf.store_step(
+                            t, actions, logprobs, values, rewards, terminations, truncations
+                        )
                     obs_t = buf.write_obs(t + 1, next_obs)
                     if recurrent:
                         done_t = buf.write_done(t + 1, terminations | truncations)
