@@ -2,13 +2,15 @@
 
     python benchmarks/rollout_step.py                     # 4 x 128 and 64 x 32, 7 rounds
     python benchmarks/rollout_step.py --shapes 4x128 1024x32 --rounds 9
+    python benchmarks/rollout_step.py --env gym:CartPole-v1   # the fused step: env as today
 
 What it measures: microseconds of ``Trainer.collect`` per rollout step (all envs stepped once:
 policy forward, sampling, env step, buffer writes, truncation bootstrap), on one torch thread,
 for three variants of one trainer configuration in the same process:
 
 - ``torch``: ``--no-fused-rollout``, the per-step Python loop (profiler on, as a training run);
-- ``fused``: the fused rollout with the profiler on (the kernel reads the clock per phase);
+- ``fused``: the fused rollout with the profiler on (the kernel reads the clock per phase); on
+  an env without one (``--env gym:CartPole-v1``) the fused step;
 - ``fused-noprof``: the fused rollout with the profiler disabled (no clock reads): the
   difference to ``fused`` is what the in-kernel timing costs.
 
@@ -33,14 +35,16 @@ from rlperf.timing.sections import Profiler
 VARIANTS = ("torch", "fused", "fused-noprof")
 
 
-def make(variant: str, num_envs: int, num_steps: int, seed: int) -> Trainer:
+def make(variant: str, env: str, num_envs: int, num_steps: int, seed: int) -> Trainer:
     cfg = Config()
+    cfg.env.env = env
     cfg.env.num_envs, cfg.ppo.num_steps = num_envs, num_steps
     cfg.run.total_steps = num_envs * num_steps
     cfg.run.threads, cfg.run.progress, cfg.run.seed = 1, False, seed
     cfg.policy.fused_rollout = variant != "torch"
     trainer = Trainer(cfg.validate(), profiler=Profiler(enabled=variant != "fused-noprof"))
-    if (trainer.fused_rollout is None) != (variant == "torch"):
+    fused = trainer.fused_rollout is not None or trainer.fused_step is not None
+    if fused == (variant == "torch"):
         raise SystemExit(f"{variant}: the fused rollout kernel is not built here")
     return trainer
 
@@ -57,6 +61,7 @@ def us_per_step(trainer: Trainer, rollouts: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="cartpole", help="env name (default: cartpole)")
     parser.add_argument("--shapes", nargs="+", default=["4x128", "64x32"], metavar="NxT")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--rollouts", type=int, default=10, help="timed rollouts per round")
@@ -65,7 +70,7 @@ def main() -> None:
     print(f"{'envs x steps':>12} {'variant':>13} {'us per step: median [min - max]':>34}")
     for shape in args.shapes:
         n, t = (int(x) for x in shape.split("x"))
-        trainers = {v: make(v, n, t, seed=1) for v in VARIANTS}
+        trainers = {v: make(v, args.env, n, t, seed=1) for v in VARIANTS}
         for tr in trainers.values():
             us_per_step(tr, 1)  # warm-up: workspaces, first-touch pages
         times: dict[str, list[float]] = {v: [] for v in VARIANTS}
