@@ -68,7 +68,7 @@ NUMPY_STEP = CartPoleVec.step
 def fused_step_applies(
     cfg: Config, spec: EnvSpec, policy: ActorCritic, device: torch.device, teacher: bool
 ) -> bool:
-    """Whether a run takes the fused step (:class:`FusedStep`, any env): ``--fused-rollout``
+    """Whether a run takes the fused rollout or step (:func:`make_fused`): ``--fused-rollout``
     on, the kernel built, the analytic MLP (one unmasked discrete action) in float32 on the
     CPU, flat float32 observations, no teacher phase (it may replace the actions) and not the
     asynchronous collector (its rows each have their own step)."""
@@ -93,18 +93,26 @@ def steps_as_numpy(env: object) -> bool:
     return type(env) is CartPoleVec and CartPoleVec.step is NUMPY_STEP and "step" not in vars(env)
 
 
-def fused_rollout_applies(
+def make_fused(
     cfg: Config,
     env: object,
     spec: EnvSpec,
     policy: ActorCritic,
-    device: torch.device,
+    buffer: RolloutBuffer,
     teacher: bool,
-) -> bool:
-    """Whether a run takes the whole fused rollout: where the fused step applies
-    (:func:`fused_step_applies`) and the env is rlperf's CartPole itself (not a subclass, its
-    own step, no env workers)."""
-    return fused_step_applies(cfg, spec, policy, device, teacher) and steps_as_numpy(env)
+    prof: Profiler,
+    episodes: EpisodeLog,
+) -> tuple[FusedCartPoleRollout | None, FusedStep | None]:
+    """The run's fused rollout (rlperf's CartPole stepping as numpy: one call per rollout) or
+    fused step (any other env), or neither where :func:`fused_step_applies` does not hold."""
+    if not (
+        isinstance(policy, MLPActorCritic)
+        and fused_step_applies(cfg, spec, policy, buffer.device, teacher)
+    ):
+        return None, None
+    if isinstance(env, CartPoleVec) and steps_as_numpy(env):
+        return FusedCartPoleRollout(buffer, env, policy, prof, episodes), None
+    return None, FusedStep(buffer, policy)
 
 
 def _fits(policy: MLPActorCritic) -> bool:

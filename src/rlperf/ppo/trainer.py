@@ -58,12 +58,7 @@ from rlperf.ppo.build import (
     resolve_device,
     run_facts,
 )
-from rlperf.ppo.fused_rollout import (
-    FusedCartPoleRollout,
-    FusedStep,
-    fused_rollout_applies,
-    fused_step_applies,
-)
+from rlperf.ppo.fused_rollout import make_fused
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -181,16 +176,8 @@ class Trainer:
         )
         # The analytic MLP: on rlperf's CartPole one native call per rollout, on other envs one
         # per step for the policy's part (ppo/fused_rollout.py).
-        self.fused_rollout = (
-            FusedCartPoleRollout(self.buffer, self.env, self.policy, self.prof, self.episodes)
-            if fused_rollout_applies(cfg, self.env, self.spec, self.policy, self.device, teacher)
-            else None
-        )
-        self.fused_step = (
-            FusedStep(self.buffer, self.policy)
-            if self.fused_rollout is None
-            and fused_step_applies(cfg, self.spec, self.policy, self.device, teacher)
-            else None
+        self.fused_rollout, self.fused_step = make_fused(
+            cfg, self.env, self.spec, self.policy, self.buffer, teacher, self.prof, self.episodes
         )
         self.prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
         self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
