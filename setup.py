@@ -1,6 +1,6 @@
-"""Builds the compiled parts of rlperf: the LSTM recurrence, the categorical PPO loss and the
-MLP's whole PPO update on the CPU (float32; the small-batch hot paths where torch's per-op cost
-dominates).
+"""Builds the compiled parts of rlperf: the LSTM recurrence, the categorical PPO loss, the
+MLP's whole PPO update and the MLP's fused rollout on the CPU (float32; the small-batch hot
+paths where torch's per-op cost dominates).
 
 Everything else is in pyproject.toml. The kernels are optional: rlperf runs the torch
 implementations where they are missing (``rlperf.native.status()`` says which are in use).
@@ -25,6 +25,11 @@ OPENMP = "-fopenmp"
 # tile's speed; -fno-trapping-math: lets the element loops' min/max clamps vectorise.
 # No -ffast-math: the results must not depend on reassociation.
 COMPILE_ARGS = ["-O3", "-std=c11", "-ffp-contract=fast", "-fno-trapping-math", OPENMP]
+# The fused rollout steps CartPole bit-identically to numpy's float64 arithmetic, so nothing in
+# it may be fused into an FMA (its MLP allows it with a pragma); it runs on one thread (no
+# OpenMP). -fno-wrapv undoes Python's -fwrapv, under which gcc 13 leaves its tanh loop scalar
+# (~2x the policy's time at 64 envs).
+EXACT_ARGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-trapping-math", "-fno-wrapv"]
 
 
 class BuildKernels(build_ext):
@@ -61,14 +66,16 @@ class BuildKernels(build_ext):
 HEADERS = ["src/rlperf/_dense_cpu.h", "src/rlperf/ppo/_loss_rows.h"]
 
 
-def kernel(name: str, source: str, libraries: list[str]) -> Extension:
+def kernel(
+    name: str, source: str, libraries: list[str], compile_args: list[str] = COMPILE_ARGS
+) -> Extension:
     return Extension(
         name,
         [source],
         depends=HEADERS,
-        extra_compile_args=COMPILE_ARGS,
+        extra_compile_args=compile_args,
         libraries=libraries,
-        extra_link_args=[OPENMP],
+        extra_link_args=[OPENMP] if OPENMP in compile_args else [],
         optional=True,
     )
 
@@ -80,6 +87,7 @@ setup(
         kernel("rlperf.policies._lstm_cpu", "src/rlperf/policies/_lstm_cpu.c", ["m"]),
         kernel("rlperf.ppo._loss_cpu", "src/rlperf/ppo/_loss_cpu.c", []),
         kernel("rlperf.ppo._mlp_update_cpu", "src/rlperf/ppo/_mlp_update_cpu.c", ["m"]),
+        kernel("rlperf.ppo._rollout_cpu", "src/rlperf/ppo/_rollout_cpu.c", ["m"], EXACT_ARGS),
     ],
     cmdclass={"build_ext": BuildKernels},
 )

@@ -30,6 +30,7 @@ for kind in ("mlp", "lstm"):
     trainer.callbacks.append(lambda _, row: rows.append(row))
     summary = trainer.train()
     out[kind] = {
+        "fused_rollout": trainer.fused_rollout is not None,
         "analytic": trainer.policy.analytic,
         "update": summary["update"],
         "steps": trainer.global_step,
@@ -49,7 +50,9 @@ def test_mlp_and_lstm_train_through_the_torch_paths_without_the_kernels() -> Non
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["status"] == {"lstm": False, "loss": False, "update": False}
+    assert out["status"] == {"lstm": False, "loss": False, "update": False, "rollout": False}
+    # Without the rollout kernel the MLP on CartPole collects through the torch path.
+    assert not out["mlp"]["fused_rollout"]
     # The MLP's analytic update needs no kernel (its loss falls back to torch ops); the LSTM's
     # does, so it trains through autograd and the torch recurrence.
     assert out["mlp"]["analytic"] and out["mlp"]["update"] == "AnalyticUpdate"

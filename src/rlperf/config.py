@@ -187,6 +187,11 @@ class PolicyConfig:
         "offers it: mlp and lstm on flat observations, one unmasked discrete action, fp32 "
         "without --compile; the lstm's on the CPU with the kernel built (same math, fewer ops)",
     )
+    fused_rollout: bool = _f(
+        True,
+        "the fused rollout: the analytic mlp on cartpole on the CPU runs each rollout (policy, "
+        "sampling, env step, buffer writes) in one native call where the kernel is built",
+    )
 
 
 @dataclass

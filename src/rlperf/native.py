@@ -1,5 +1,6 @@
 """The one door to rlperf's C kernels: the LSTM (``policies/_lstm_cpu.c``), the categorical
-PPO loss (``ppo/_loss_cpu.c``) and the MLP's whole update (``ppo/_mlp_update_cpu.c``). No other
+PPO loss (``ppo/_loss_cpu.c``), the MLP's whole update (``ppo/_mlp_update_cpu.c``) and the
+MLP's fused rollout (``ppo/_rollout_cpu.c``). No other
 module imports them or passes a pointer.
 
 The kernels read raw float32 memory through pointers. Everything that could make a pointer
@@ -20,12 +21,12 @@ time is per call: a whole LSTM minibatch forward is ~100 us at CartPole's sizes,
 round trip with ~40 boxed tensor arguments would be a visible part of that, while the checks
 here are one ``data_ptr`` comparison per bound tensor (~0.1 us each).
 
-The kernels are optional (see ``setup.py``). :func:`lstm_available` / :func:`loss_available` /
-:func:`update_available` say whether each was built and imported; callers fall back to torch
-where not. One switch,
-``RLPERF_NO_KERNELS=1`` in the environment, gives the configuration without them: ``setup.py``
-builds neither, and here both stay unimported even where they are built (to run, and test, an
-install without a compiler on a machine that has one).
+The kernels are optional (see ``setup.py``). :func:`lstm_available`, :func:`loss_available`,
+:func:`update_available` and :func:`rollout_available` say whether each was built and imported;
+callers fall back to torch where not. One switch, ``RLPERF_NO_KERNELS=1`` in the environment,
+gives the configuration without them: ``setup.py`` builds none, and here they stay unimported
+even where they are built (to run, and test, an install without a compiler on a machine that
+has one).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import os
 from dataclasses import dataclass
 from types import ModuleType
 
+import numpy as np
 import torch
 
 NO_KERNELS_ENV = "RLPERF_NO_KERNELS"
@@ -43,6 +45,7 @@ EXTENSIONS = {
     "lstm": "rlperf.policies._lstm_cpu",
     "loss": "rlperf.ppo._loss_cpu",
     "update": "rlperf.ppo._mlp_update_cpu",
+    "rollout": "rlperf.ppo._rollout_cpu",
 }
 
 
@@ -63,6 +66,7 @@ def _load(name: str) -> ModuleType | None:
 _lstm = _load(EXTENSIONS["lstm"])
 _loss = _load(EXTENSIONS["loss"])
 _update = _load(EXTENSIONS["update"])
+_rollout = _load(EXTENSIONS["rollout"])
 
 
 def lstm_available() -> bool:
@@ -80,9 +84,19 @@ def update_available() -> bool:
     return _update is not None
 
 
+def rollout_available() -> bool:
+    """Whether the fused MLP rollout kernel was built and imported (and not disabled)."""
+    return _rollout is not None
+
+
 def status() -> dict[str, bool]:
     """Each kernel of :data:`EXTENSIONS` and whether it is in use."""
-    return {"lstm": lstm_available(), "loss": loss_available(), "update": update_available()}
+    return {
+        "lstm": lstm_available(),
+        "loss": loss_available(),
+        "update": update_available(),
+        "rollout": rollout_available(),
+    }
 
 
 @dataclass(frozen=True)
@@ -774,3 +788,217 @@ class MLPUpdateKernel:
         rows = self.times.tolist()
         self.times.zero_()
         return {name: tuple(r) for name, r in zip(MLP_UPDATE_PHASES, rows, strict=True) if r[1]}
+
+
+# -- the MLP's fused rollout ---------------------------------------------------------------
+ROLLOUT_LIMITS = (
+    (_rollout.MAX_LAYERS, _rollout.MAX_WIDTH, _rollout.MAX_ACTIONS)
+    if _rollout is not None
+    else (0, 0, 0)
+)  # hidden layers, width of the observation and of each hidden layer, actions
+ROLLOUT_PHASES = 4  # policy, env step, buffer store, truncation bootstrap (_rollout_cpu.c)
+
+
+def _require_rollout() -> ModuleType:
+    if _rollout is None:
+        raise RuntimeError("the fused rollout kernel is not built (or RLPERF_NO_KERNELS is set)")
+    return _rollout
+
+
+def _np_ptr(name: str, a: np.ndarray, shape: tuple[int, ...], dtype: type) -> int:
+    """The address of a numpy array once it is checked: ``dtype``, ``shape``, C-contiguous and
+    writeable; else :class:`KernelArgumentError`."""
+    if (
+        not isinstance(a, np.ndarray)
+        or a.dtype != np.dtype(dtype)
+        or a.shape != shape
+        or not a.flags.c_contiguous
+        or not a.flags.writeable
+    ):
+        got = f"{a.dtype}, shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+        raise KernelArgumentError(
+            f"{name}: the kernel takes a writeable C-contiguous {np.dtype(dtype)} array of "
+            f"shape {shape}, got {got}"
+        )
+    return int(a.__array_interface__["data"][0])
+
+
+class FusedMLP:
+    """The stacked MLP's weights as the rollout kernel reads them, checked once: make one per
+    rollout (while the weights stay as they are; their pointers are taken here).
+
+    Args:
+        weights: per layer (2, in, out) for the hidden layers, (2, A, last) for the output
+            layer (``policies/mlp.py``'s stacked layout, index 0 the actor, 1 the critic).
+        biases: per layer (2, 1, out), and (2, A, 1) for the output layer.
+    """
+
+    def __init__(self, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> None:
+        max_layers, max_width, max_actions = ROLLOUT_LIMITS
+        hidden = len(weights) - 1
+        if not 0 <= hidden <= max_layers or len(biases) != len(weights):
+            raise KernelArgumentError(
+                f"the fused rollout takes 0 to {max_layers} hidden layers and one bias per "
+                f"weight, got {len(weights)} weights and {len(biases)} biases"
+            )
+        widths = [int(w.shape[1]) for w in weights[:-1]] + [int(weights[-1].shape[2])]
+        widths.append(int(weights[-1].shape[1]))  # A
+        if max(widths[:-1]) > max_width or not 1 <= widths[-1] <= max_actions:
+            raise KernelArgumentError(
+                f"the fused rollout takes widths up to {max_width} and 1 to {max_actions} "
+                f"actions, got widths {widths[:-1]} and {widths[-1]} actions"
+            )
+        w_ptrs, b_ptrs = [], []
+        for i in range(hidden):
+            w_ptrs.append(_ptr(f"w{i}", weights[i], (2, widths[i], widths[i + 1])))
+            b_ptrs.append(_ptr(f"b{i}", biases[i], (2, 1, widths[i + 1])))
+        a = widths[-1]
+        w_ptrs.append(_ptr(f"w{hidden}", weights[-1], (2, a, widths[-2])))
+        b_ptrs.append(_ptr(f"b{hidden}", biases[-1], (2, a, 1)))
+        self._alive = (weights, biases)  # the pointers stay valid while this object lives
+        self.obs_dim, self.num_actions = widths[0], a
+        self.args = (hidden, *widths, *w_ptrs, *b_ptrs)
+
+    def act(
+        self,
+        obs: torch.Tensor,
+        noise: torch.Tensor,
+        actions: torch.Tensor,
+        logprob: torch.Tensor,
+        value: torch.Tensor,
+    ) -> None:
+        """One step's policy for ``obs`` (N, obs_dim): ``actions`` (N,) int64 =
+        ``argmax(log_softmax(logits) - log(noise))`` for ``noise`` (N, A) Exp(1) draws (as
+        ``distributions.sample``), their log-probabilities and the values (N,), written in
+        place (the rollout buffer's slots)."""
+        n = int(obs.shape[0])
+        _require_rollout().act(
+            n, *self.args, _ptr("obs", obs, (n, self.obs_dim)),
+            _ptr("noise", noise, (n, self.num_actions)),
+            _ptr("actions", actions, (n,), torch.int64), _ptr("logprob", logprob, (n,)),
+            _ptr("value", value, (n,)),
+        )  # fmt: skip
+
+
+@dataclass
+class CartPoleArrays:
+    """A CartPole env's state as the fused rollout reads and writes it (``envs/cartpole.py``):
+    ``state`` (4, N) float64, ``episode_steps`` (N,) int64, ``episode_returns`` and
+    ``episode_start_s`` (N,) float64 (perf_counter seconds), ``physics`` (9,) float64 (the
+    constants in the kernel's order), ``observe_full`` (False: x and theta only) and the time
+    limit ``max_episode_steps``."""
+
+    state: np.ndarray
+    episode_steps: np.ndarray
+    episode_returns: np.ndarray
+    episode_start_s: np.ndarray
+    physics: np.ndarray
+    observe_full: bool
+    max_episode_steps: int
+
+
+@dataclass
+class RolloutTensors:
+    """The rollout buffer's storage the fused rollout writes (``ppo/rollout.py``): ``obs``
+    (T + 1, N, D) float32 slots, ``actions`` (T, N) int64, ``logprobs``, ``values``,
+    ``bootstrap_values`` (T, N) float32 tensors; ``rewards``, ``terminations``,
+    ``truncations`` (T, N) float32 host arrays."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    bootstrap_values: torch.Tensor
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+
+
+@dataclass
+class FinishedEpisodes:
+    """What a fused rollout reports (arrays sized for the worst case; the first ``count``
+    entries are valid, in the order the numpy env would have reported them): each finished
+    episode's ``env`` row, ``returns`` (float32), ``lengths``, ``seconds``; ``draws`` the reset
+    pool entries it used and ``phase_ns`` (4, 4) per phase calls, total, min, max ns."""
+
+    env: np.ndarray
+    returns: np.ndarray
+    lengths: np.ndarray
+    seconds: np.ndarray
+    counts: np.ndarray
+    phase_ns: np.ndarray
+
+    @staticmethod
+    def sized(capacity: int) -> FinishedEpisodes:
+        return FinishedEpisodes(
+            np.zeros(capacity, np.int64), np.zeros(capacity, np.float32),
+            np.zeros(capacity, np.int64), np.zeros(capacity, np.float64),
+            np.zeros(2, np.int64), np.zeros((ROLLOUT_PHASES, 4), np.int64),
+        )  # fmt: skip
+
+    @property
+    def count(self) -> int:
+        return int(self.counts[1])
+
+    @property
+    def draws(self) -> int:
+        return int(self.counts[0])
+
+
+def cartpole_rollout(
+    mlp: FusedMLP,
+    buf: RolloutTensors,
+    env: CartPoleArrays,
+    noise: torch.Tensor,
+    pool: np.ndarray,
+    out: FinishedEpisodes,
+    timing: bool,
+) -> None:
+    """A whole rollout of T steps of N CartPoles acted on by ``mlp``, in one kernel call.
+
+    Reads ``buf.obs[0]``; per step acts (as :meth:`FusedMLP.act`, ``noise`` (T, N, A)), steps
+    the env (``envs/cartpole.py``'s physics, truncation and same-step autoreset; reset states
+    from ``pool``, numpy's uniform(-0.05, 0.05) draws in the env generator's order, at least
+    4 T N of them), writes the transition into ``buf`` (observation into slot t + 1) and the
+    critic's value of the final observation of each truncated episode into
+    ``buf.bootstrap_values``. The finished episodes, the draws used and (with ``timing``) the
+    phases' times go to ``out``; the env's arrays are updated in place.
+    """
+    t_len, n = buf.actions.shape
+    d, a = mlp.obs_dim, mlp.num_actions
+    want_d = 4 if env.observe_full else 2
+    if d != want_d:
+        raise KernelArgumentError(f"obs: CartPole observes {want_d} features, the MLP takes {d}")
+    if len(out.env) < t_len * n or pool.shape[0] < 4 * t_len * n:
+        raise KernelArgumentError(
+            f"the fused rollout needs room for {t_len * n} episodes and {4 * t_len * n} reset "
+            f"draws, got {len(out.env)} and {pool.shape[0]}"
+        )
+    steps = (t_len, n)
+    ptrs = (
+        _ptr("obs", buf.obs, (t_len + 1, n, d)), _ptr("noise", noise, (t_len, n, a)),
+        _ptr("actions", buf.actions, steps, torch.int64), _ptr("logprobs", buf.logprobs, steps),
+        _ptr("values", buf.values, steps), _ptr("bootstrap_values", buf.bootstrap_values, steps),
+        _np_ptr("rewards", buf.rewards, steps, np.float32),
+        _np_ptr("terminations", buf.terminations, steps, np.float32),
+        _np_ptr("truncations", buf.truncations, steps, np.float32),
+        _np_ptr("state", env.state, (4, n), np.float64),
+        _np_ptr("episode_steps", env.episode_steps, (n,), np.int64),
+        _np_ptr("episode_returns", env.episode_returns, (n,), np.float64),
+        _np_ptr("episode_start_s", env.episode_start_s, (n,), np.float64),
+        _np_ptr("pool", pool, (pool.shape[0],), np.float64),
+        _np_ptr("env", out.env, out.env.shape, np.int64),
+        _np_ptr("returns", out.returns, out.env.shape, np.float32),
+        _np_ptr("lengths", out.lengths, out.env.shape, np.int64),
+        _np_ptr("seconds", out.seconds, out.env.shape, np.float64),
+        _np_ptr("counts", out.counts, (2,), np.int64),
+        _np_ptr("phase_ns", out.phase_ns, (ROLLOUT_PHASES, 4), np.int64),
+        _np_ptr("physics", env.physics, (9,), np.float64),
+    )  # fmt: skip
+    scratch = (np.empty((2, n), np.uint8), np.empty((n, d), np.float32))
+    final_obs = np.empty((n, d), np.float32)
+    _require_rollout().cartpole_rollout(
+        t_len, n, int(env.max_episode_steps), int(env.observe_full), int(timing),
+        pool.shape[0], *mlp.args, *ptrs, *(int(s.__array_interface__["data"][0]) for s in
+                                           (*scratch, final_obs)),
+    )  # fmt: skip

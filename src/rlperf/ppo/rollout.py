@@ -167,6 +167,13 @@ class RolloutBuffer:
         self.actions[t] = actions
         self.logprobs[t] = logprobs
         self.values[t] = values
+        self.store_env_step(t, rewards, terminations, truncations)
+
+    def store_env_step(
+        self, t: int, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray
+    ) -> None:
+        """The environment's outputs (N,) of step ``t`` (the policy's are in place already:
+        the fused step writes them, ``ppo/fused_rollout.py``)."""
         self.rewards_host[t] = rewards
         self.terminations_host[t] = terminations
         self.truncations_host[t] = truncations

@@ -57,6 +57,7 @@ from rlperf.ppo.build import (
     resolve_device,
     run_facts,
 )
+from rlperf.ppo.fused_rollout import make_fused
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -221,6 +222,11 @@ class Trainer:
             if cfg.env.asynchronous
             else None
         )
+        # The analytic MLP: on rlperf's CartPole one native call per rollout, on other envs one
+        # per step for the policy's part (ppo/fused_rollout.py).
+        self.fused_rollout, self.fused_step = make_fused(
+            cfg, self.env, self.spec, self.policy, self.buffer, teacher, self.prof, self.episodes
+        )
         self.prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
         self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
@@ -253,10 +259,19 @@ class Trainer:
             self.global_step += buf.num_steps * buf.num_envs
             threads.end(buf.num_steps)
             return
+        if self.fused_rollout is not None and not supervised and self.fused_rollout.applies():
+            with torch.inference_mode():
+                self.fused_rollout.collect(self.sample_gen)
+            self.global_step += self.steps_per_iteration
+            threads.end(buf.num_steps)  # one C thread: nothing to watch inside
+            return
         step_env, on_cpu = self.step_env, self.device.type == "cpu"
         recurrent, has_mask = policy.recurrent, self.spec.has_mask
         to_env_actions = self.spec.action.to_env
         teacher = self.teacher_phase if supervised else None
+        fused_step = self.fused_step if not supervised else None
+        if fused_step is not None:
+            fused_step.start_rollout()
         buf.start_rollout()
         obs_t = buf.obs[0]
         done_t, mask_t = buf.done_slot(0), buf.mask_slot(0)
@@ -267,9 +282,12 @@ class Trainer:
                 if recurrent:
                     buf.store_state(t, state)
                 with sec(names.POLICY_FORWARD):
-                    actions, logprobs, values, state = policy.act(
-                        obs_t, state, done_t, mask_t, self.sample_gen
-                    )
+                    if fused_step is not None:  # writes the buffer's policy slots itself
+                        actions = fused_step(t, self.sample_gen)
+                    else:
+                        actions, logprobs, values, state = policy.act(
+                            obs_t, state, done_t, mask_t, self.sample_gen
+                        )
                 if teacher is not None:
                     actions = teacher.step(obs_t, actions, buf.teacher_slot(t), self.sample_gen)
                 with sec(names.DEVICE_TO_HOST):
@@ -280,7 +298,12 @@ class Trainer:
                 if infos and "_episode" in infos:
                     self.episodes.record(infos)
                 with sec(names.BUFFER_STORE):
-                    buf.store_step(t, actions, logprobs, values, rewards, terminations, truncations)
+                    if fused_step is not None:
+                        buf.store_env_step(t, rewards, terminations, truncations)
+                    else:
+                        buf.store_step(
+                            t, actions, logprobs, values, rewards, terminations, truncations
+                        )
                     obs_t = buf.write_obs(t + 1, next_obs)
                     if recurrent:
                         done_t = buf.write_done(t + 1, terminations | truncations)

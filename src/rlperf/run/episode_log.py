@@ -32,6 +32,13 @@ class EpisodeLog:
         self.lengths.extend(infos["episode"]["l"][done].tolist())
         self.count += len(returns)
 
+    def extend(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        """Add finished episodes given directly: returns and lengths (K,), in finishing order
+        (the fused rollout reports them so, ``ppo/fused_rollout.py``)."""
+        self.returns.extend(returns.tolist())
+        self.lengths.extend(lengths.tolist())
+        self.count += len(returns)
+
     def mean_return(self) -> float | None:
         """Mean return of the recent episodes; None before the first one ends."""
         return float(np.mean(self.returns)) if self.returns else None

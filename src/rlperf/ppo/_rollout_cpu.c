@@ -1,0 +1,534 @@
+/* The PPO rollout of the stacked MLP actor-critic (policies/mlp.py) on the CPU, float32:
+ *
+ *   act(...)               one step's policy: actor and critic forward, a categorical sample
+ *                          (Gumbel-max on given Exp(1) draws), written straight into the
+ *                          rollout buffer's slots (any env: the env is stepped by the caller);
+ *   cartpole_rollout(...)  a whole rollout of T steps with CartPole's physics (envs/cartpole.py)
+ *                          in the same loop: policy, env step with autoreset, buffer writes and
+ *                          the truncation bootstrap, in one call.
+ *
+ * Called only from rlperf/native.py, which checks every tensor and array (dtype, device,
+ * contiguity, shape) and passes raw pointers; nothing here allocates a tensor or holds the GIL
+ * while it computes.
+ *
+ * Why it exists: at 4 envs a rollout step of the torch path is ~150-230 us, nearly all of it
+ * Python and torch dispatch (~15 small ops and the numpy env); the arithmetic is ~35k
+ * multiply-adds. Here a step is a few microseconds.
+ *
+ * Bit-identity. The env is bit-identical to envs/cartpole.py: float64, the same operations in
+ * the same order, libm's sin/cos (numpy's float64 sin/cos are libm's on the machines tested:
+ * tests/ppo/test_fused_rollout.py checks the fused trajectory against the numpy env), and this
+ * file is built with -ffp-contract=off so that no a * b + c is fused into an FMA (setup.py).
+ * The reset draws are numpy's own (a pool drawn by the caller from the env's generator, taken in
+ * numpy's order). The policy is not bit-identical to torch's: its matmuls sum in another order
+ * and tanh is 2 sigmoid(2z) - 1 with a polynomial exp (~1e-7 absolute, as the torch path's own
+ * sigmoid form); log-probabilities and values agree to ~1e-6, and an action differs only where
+ * two Gumbel scores tie to that precision (never in the tests' trajectories).
+ *
+ * Timing (the profiler's sections rollout/policy_forward, env_step, buffer_store,
+ * truncation_bootstrap): with timing on, cartpole_rollout reads CLOCK_MONOTONIC (the clock of
+ * Python's perf_counter) at each phase boundary and accumulates per phase the calls, total,
+ * min and max nanoseconds; native.py hands them to the profiler once per rollout.
+ *
+ * Layout (row-major, contiguous): MLP layer i's weight (2, in, out) and bias (2, out), index 0
+ * the actor, 1 the critic; the output layer transposed, weight (2, A, last), bias (2, A): the
+ * critic's value is its row 0 (mlp.py's layout, read in place from its flat parameter).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if !defined(__GNUC__)
+#error "_rollout_cpu.c needs GCC vector extensions (gcc or clang)"
+#endif
+
+/* x86-64: one clone for AVX2 machines, one baseline; the loader picks at run time. */
+#if defined(__x86_64__) && !defined(__clang__)
+#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define HOT
+#endif
+#define INLINE static inline __attribute__((always_inline))
+
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+
+#define MAX_LAYERS 4  /* hidden layers */
+#define MAX_WIDTH 512 /* observation features and hidden units */
+#define MAX_ACTIONS 64
+
+/* Phases, in the order of native.ROLLOUT_PHASES. */
+enum { PH_POLICY, PH_ENV, PH_STORE, PH_BOOTSTRAP, N_PHASES };
+
+typedef struct {
+    int n_hidden;            /* hidden layers */
+    int width[MAX_LAYERS + 2]; /* obs_dim, hidden widths..., A */
+    const float *w[MAX_LAYERS + 1];
+    const float *b[MAX_LAYERS + 1];
+} Mlp;
+
+/* The MLP below may fuse a * b + c into one FMA (gcc: this region only; the env's physics after
+ * it must not, see the file comment). Its results do not depend on a row's place in the batch:
+ * every row's sums are taken in the same order. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast", "no-trapping-math")
+#endif
+
+#define TILE 4 /* rows evaluated together: each weight load serves four rows */
+
+/* exp(x) by range reduction and a degree-6 polynomial (Cephes expf's coefficients, ~1 ulp on
+ * the clamped range): plain arithmetic, so the element loops vectorise (libm's expf would not). */
+INLINE float exp_poly(float x) {
+    x = x < 88.0f ? x : 88.0f;
+    x = x > -87.0f ? x : -87.0f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float n = (x * 1.44269504088896341f + magic) - magic;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits;
+    memcpy(&bits, &p, 4);
+    bits += (int32_t)n << 23;
+    memcpy(&p, &bits, 4);
+    return p;
+}
+
+/* y[r, :n] = tanh(b + x[r, :k] @ w) for the TILE rows of x (row stride ldx) into y (row stride
+ * MAX_WIDTH); w (k, n) row-major; tanh as 2 sigmoid(2z) - 1. A 4 x 16 register tile: per k two
+ * loads of w, four broadcasts of x, eight multiply-adds. */
+INLINE void dense_tanh(int k, int n, const float *x, int ldx, const float *w, const float *b,
+                       float *y) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const v8f b0 = *(const v8f *)(b + j), b1 = *(const v8f *)(b + j + 8);
+        v8f acc[TILE][2];
+        for (int r = 0; r < TILE; r++) acc[r][0] = b0, acc[r][1] = b1;
+        for (int i = 0; i < k; i++) {
+            const v8f w0 = *(const v8f *)(w + (size_t)i * n + j);
+            const v8f w1 = *(const v8f *)(w + (size_t)i * n + j + 8);
+            for (int r = 0; r < TILE; r++) {
+                const float xi = x[r * ldx + i];
+                acc[r][0] += xi * w0;
+                acc[r][1] += xi * w1;
+            }
+        }
+        for (int r = 0; r < TILE; r++) {
+            *(v8f *)(y + r * MAX_WIDTH + j) = acc[r][0];
+            *(v8f *)(y + r * MAX_WIDTH + j + 8) = acc[r][1];
+        }
+    }
+    for (; j < n; j++) {
+        for (int r = 0; r < TILE; r++) {
+            float acc = b[j];
+            for (int i = 0; i < k; i++) acc += x[r * ldx + i] * w[(size_t)i * n + j];
+            y[r * MAX_WIDTH + j] = acc;
+        }
+    }
+    for (int r = 0; r < TILE; r++)
+        for (j = 0; j < n; j++) {
+            const float z = y[r * MAX_WIDTH + j];
+            y[r * MAX_WIDTH + j] = 2.0f / (1.0f + exp_poly(-2.0f * z)) - 1.0f;
+        }
+}
+
+/* The last hidden layer of network `net` (0 actor, 1 critic) for a tile of observations x
+ * (TILE rows of obs_dim) into h (two buffers of TILE x MAX_WIDTH, used alternately); returns
+ * it (row stride MAX_WIDTH), or x itself without hidden layers. */
+INLINE const float *hidden(const Mlp *m, int net, const float *x, float *h) {
+    int ldx = m->width[0];
+    for (int l = 0; l < m->n_hidden; l++) {
+        const int k = m->width[l], n = m->width[l + 1];
+        float *y = h + (l & 1) * TILE * MAX_WIDTH;
+        dense_tanh(k, n, x, ldx, m->w[l] + (size_t)net * k * n, m->b[l] + (size_t)net * n, y);
+        x = y, ldx = MAX_WIDTH;
+    }
+    return x;
+}
+
+INLINE float dot(int k, const float *a, const float *b) {
+    float s = 0.0f;
+    for (int i = 0; i < k; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Output row `o` of network `net`'s output layer (transposed, (A, last)) for hidden row x. */
+INLINE float head(const Mlp *m, int net, int o, const float *x) {
+    const int L = m->n_hidden, last = m->width[L], A = m->width[L + 1];
+    return m->b[L][net * A + o] + dot(last, x, m->w[L] + ((size_t)net * A + o) * last);
+}
+
+/* Rows [0, n) of obs (n, obs_dim) into TILE-row tiles: `tile` (TILE, obs_dim), the rows past n
+ * zero (their results are computed and dropped). */
+INLINE int load_tile(const float *obs, int n, int r0, int d, float *tile) {
+    const int rows = n - r0 < TILE ? n - r0 : TILE;
+    memcpy(tile, obs + (size_t)r0 * d, (size_t)rows * d * sizeof(float));
+    memset(tile + (size_t)rows * d, 0, (size_t)(TILE - rows) * d * sizeof(float));
+    return rows;
+}
+
+/* The critic's values of rows [0, n) of obs (n, obs_dim) into value[0..n). */
+HOT static void values_rows(const Mlp *m, int n, const float *obs, float *value) {
+    const int L = m->n_hidden, D = m->width[0], last = L ? MAX_WIDTH : D;
+    float h[2 * TILE * MAX_WIDTH], tile[TILE * MAX_WIDTH];
+    for (int r0 = 0; r0 < n; r0 += TILE) {
+        const int rows = load_tile(obs, n, r0, D, tile);
+        const float *x = hidden(m, 1, tile, h);
+        for (int r = 0; r < rows; r++) value[r0 + r] = head(m, 1, 0, x + r * last);
+    }
+}
+
+/* Actor and critic for rows [0, n) of obs (n, obs_dim), then per row the action
+ * argmax_a(log_softmax(logits) - log(noise))_a (an exact categorical sample for noise ~
+ * Exp(1), as distributions.sample), its log-probability and the value. */
+HOT static void act_rows(const Mlp *m, int n, const float *obs, const float *noise,
+                         int64_t *actions, float *logprob, float *value) {
+    const int L = m->n_hidden, D = m->width[0], A = m->width[L + 1];
+    const int last = L ? MAX_WIDTH : D;
+    float h[2 * TILE * MAX_WIDTH], tile[TILE * MAX_WIDTH], logits[MAX_ACTIONS];
+    for (int r0 = 0; r0 < n; r0 += TILE) {
+        const int rows = load_tile(obs, n, r0, D, tile);
+        const float *x = hidden(m, 0, tile, h);
+        for (int r = 0; r < rows; r++) {
+            float mx = -INFINITY;
+            for (int a = 0; a < A; a++) {
+                logits[a] = head(m, 0, a, x + r * last);
+                mx = logits[a] > mx ? logits[a] : mx;
+            }
+            float sum = 0.0f;
+            for (int a = 0; a < A; a++) sum += expf(logits[a] - mx);
+            const float lse = logf(sum);
+            const float *e = noise + (size_t)(r0 + r) * A;
+            int best = 0;
+            float best_score = -INFINITY;
+            for (int a = 0; a < A; a++) {
+                const float score = (logits[a] - mx - lse) - logf(e[a]);
+                if (score > best_score) best_score = score, best = a; /* first of equals */
+            }
+            actions[r0 + r] = best;
+            logprob[r0 + r] = logits[best] - mx - lse;
+        }
+        x = hidden(m, 1, tile, h);
+        for (int r = 0; r < rows; r++) value[r0 + r] = head(m, 1, 0, x + r * last);
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+typedef struct {
+    int64_t calls, total, min, max;
+} PhaseTime;
+
+INLINE void phase_add(PhaseTime *p, int64_t ns) {
+    if (p->calls == 0 || ns < p->min) p->min = ns;
+    if (ns > p->max) p->max = ns;
+    p->calls++;
+    p->total += ns;
+}
+
+/* CartPole's constants, from envs/cartpole.py (passed in, so they are written once). */
+typedef struct {
+    double gravity, total_mass, half_pole_length, mass_pole, pole_mass_length, force_mag, tau;
+    double theta_threshold, x_threshold;
+} Physics;
+
+typedef struct {
+    int t_len, n, max_steps, obs_full, timing;
+    Mlp mlp;
+    float *obs;          /* (T + 1, N, D) the buffer's observation slots */
+    const float *noise;  /* (T, N, A) */
+    int64_t *actions;    /* (T, N) */
+    float *logprobs, *values, *bootstrap; /* (T, N) */
+    float *rewards, *terms, *truncs;      /* (T, N) host arrays */
+    double *state;       /* (4, N) x, x_dot, theta, theta_dot */
+    int64_t *ep_steps;   /* (N) */
+    double *ep_returns, *ep_start_s; /* (N); start in CLOCK_MONOTONIC seconds */
+    const double *pool;  /* (P) reset draws, uniform(-0.05, 0.05) in the generator's order */
+    int64_t pool_len;
+    /* out: finished episodes in order (step-major, then env): env, return, length, seconds */
+    int64_t *fin_env, *fin_len;
+    float *fin_ret;
+    double *fin_secs;
+    int64_t *counts;     /* out (2): pool draws used, episodes finished */
+    int64_t *phase_ns;   /* out (N_PHASES, 4): calls, total, min, max */
+    Physics ph;
+    /* scratch */
+    unsigned char *term, *trunc; /* (N) */
+    float *next_obs;     /* (N, D) after the step (reset rows: their new episode's) */
+    float *final_obs;    /* (N, D) before the reset */
+} Rollout;
+
+INLINE void observe(const Rollout *r, int j, float *out) {
+    const double *s = r->state;
+    const int n = r->n;
+    if (r->obs_full) {
+        for (int v = 0; v < 4; v++) out[v] = (float)s[v * n + j];
+    } else { /* observe=position: x and theta */
+        out[0] = (float)s[j];
+        out[1] = (float)s[2 * n + j];
+    }
+}
+
+/* One env step of every row (envs/cartpole.py's step, same operations in the same order);
+ * returns -1 when the reset pool ran out (the caller sized it for every row every step). */
+static int cartpole_step(Rollout *r, const int64_t *act, int64_t *pool_pos, int64_t *n_fin,
+                         double now_s) {
+    const Physics *p = &r->ph;
+    const int n = r->n, D = r->obs_full ? 4 : 2;
+    double *x = r->state, *x_dot = x + n, *theta = x + 2 * n, *theta_dot = x + 3 * n;
+    int n_done = 0;
+    for (int j = 0; j < n; j++) {
+        const double force = act[j] == 1 ? p->force_mag : -p->force_mag;
+        const double costheta = cos(theta[j]);
+        const double sintheta = sin(theta[j]);
+        const double temp =
+            (force + p->pole_mass_length * (theta_dot[j] * theta_dot[j]) * sintheta) /
+            p->total_mass;
+        const double thetaacc =
+            (p->gravity * sintheta - costheta * temp) /
+            (p->half_pole_length *
+             (4.0 / 3.0 - p->mass_pole * (costheta * costheta) / p->total_mass));
+        const double xacc = temp - p->pole_mass_length * thetaacc * costheta / p->total_mass;
+        const double nx = x[j] + p->tau * x_dot[j];
+        const double nx_dot = x_dot[j] + p->tau * xacc;
+        const double nth = theta[j] + p->tau * theta_dot[j];
+        const double nth_dot = theta_dot[j] + p->tau * thetaacc;
+        x[j] = nx, x_dot[j] = nx_dot, theta[j] = nth, theta_dot[j] = nth_dot;
+        r->term[j] = nx < -p->x_threshold || nx > p->x_threshold ||
+                     nth < -p->theta_threshold || nth > p->theta_threshold;
+        r->ep_steps[j] += 1;
+        r->trunc[j] = r->ep_steps[j] >= r->max_steps;
+        r->ep_returns[j] += 1.0;
+        observe(r, j, r->next_obs + (size_t)j * D);
+        n_done += r->term[j] | r->trunc[j];
+    }
+    if (n_done == 0) return 0;
+    /* numpy's masked reset draws uniform(size=(4, n_done)): variable v of the k-th finished
+     * row is draw v * n_done + k. */
+    if (*pool_pos + 4 * (int64_t)n_done > r->pool_len) return -1;
+    const double *draws = r->pool + *pool_pos;
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        if (!(r->term[j] | r->trunc[j])) continue;
+        memcpy(r->final_obs + (size_t)j * D, r->next_obs + (size_t)j * D, D * sizeof(float));
+        const int64_t e = (*n_fin)++;
+        r->fin_env[e] = j;
+        r->fin_ret[e] = (float)r->ep_returns[j];
+        r->fin_len[e] = r->ep_steps[j];
+        r->fin_secs[e] = now_s - r->ep_start_s[j];
+        for (int v = 0; v < 4; v++) x[v * n + j] = draws[v * n_done + k];
+        r->ep_steps[j] = 0;
+        r->ep_returns[j] = 0.0;
+        r->ep_start_s[j] = now_s;
+        observe(r, j, r->next_obs + (size_t)j * D);
+        k++;
+    }
+    *pool_pos += 4 * (int64_t)n_done;
+    return n_done;
+}
+
+HOT static int cartpole_rollout(Rollout *r) {
+    const int n = r->n, D = r->mlp.width[0], A = r->mlp.width[r->mlp.n_hidden + 1];
+    PhaseTime times[N_PHASES] = {{0}};
+    int64_t pool_pos = 0, n_fin = 0;
+    for (int t = 0; t < r->t_len; t++) {
+        const size_t row = (size_t)t * n;
+        int64_t t0 = r->timing ? now_ns() : 0;
+        act_rows(&r->mlp, n, r->obs + row * D, r->noise + row * A, r->actions + row,
+                 r->logprobs + row, r->values + row);
+        int64_t t1 = r->timing ? now_ns() : 0;
+        /* The env's clock for the episodes' seconds: once per step, as the numpy env reads
+         * perf_counter once per step. */
+        const int64_t clock = r->timing ? t1 : now_ns();
+        const int n_done = cartpole_step(r, r->actions + row, &pool_pos, &n_fin, clock * 1e-9);
+        if (n_done < 0) return -1;
+        int64_t t2 = r->timing ? now_ns() : 0;
+        int any_trunc = 0;
+        for (int j = 0; j < n; j++) {
+            r->rewards[row + j] = 1.0f;
+            r->terms[row + j] = r->term[j];
+            r->truncs[row + j] = r->trunc[j];
+            any_trunc |= r->trunc[j];
+        }
+        memcpy(r->obs + (row + n) * D, r->next_obs, (size_t)n * D * sizeof(float));
+        int64_t t3 = r->timing ? now_ns() : 0;
+        if (r->timing) {
+            phase_add(&times[PH_POLICY], t1 - t0);
+            phase_add(&times[PH_ENV], t2 - t1);
+            phase_add(&times[PH_STORE], t3 - t2);
+        }
+        if (any_trunc) { /* V(final obs) where a time limit, not the task, ended the episode */
+            for (int j = 0; j < n; j++)
+                if (r->trunc[j] && !r->term[j])
+                    values_rows(&r->mlp, 1, r->final_obs + (size_t)j * D, r->bootstrap + row + j);
+            if (r->timing) phase_add(&times[PH_BOOTSTRAP], now_ns() - t3);
+        }
+    }
+    r->counts[0] = pool_pos;
+    r->counts[1] = n_fin;
+    for (int p = 0; p < N_PHASES; p++) {
+        r->phase_ns[4 * p] = times[p].calls;
+        r->phase_ns[4 * p + 1] = times[p].total;
+        r->phase_ns[4 * p + 2] = times[p].min;
+        r->phase_ns[4 * p + 3] = times[p].max;
+    }
+    return 0;
+}
+
+/* -- Python bindings (pointers and sizes only; native.py checks everything) --------------- */
+
+static int parse_longs(PyObject *const *args, int count, long *out) {
+    for (int i = 0; i < count; i++) {
+        out[i] = PyLong_AsLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static int parse_ptrs(PyObject *const *args, int count, void **out) {
+    for (int i = 0; i < count; i++) {
+        out[i] = PyLong_AsVoidPtr(args[i]);
+        if (out[i] == NULL && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+/* The MLP's sizes and weights: args (L, *widths[L + 2], *w[L + 1], *b[L + 1]); returns the
+ * number of arguments read, or -1. */
+static Py_ssize_t parse_mlp(PyObject *const *args, Py_ssize_t nargs, Mlp *m) {
+    if (nargs < 1) goto few;
+    long L = PyLong_AsLong(args[0]);
+    if (L == -1 && PyErr_Occurred()) return -1;
+    if (L < 0 || L > MAX_LAYERS) {
+        PyErr_Format(PyExc_ValueError, "hidden layers %ld outside 0..%d", L, MAX_LAYERS);
+        return -1;
+    }
+    const Py_ssize_t used = 1 + (L + 2) + 2 * (L + 1);
+    if (nargs < used) goto few;
+    m->n_hidden = (int)L;
+    long w[MAX_LAYERS + 2];
+    if (parse_longs(args + 1, (int)L + 2, w) < 0) return -1;
+    for (int i = 0; i < L + 2; i++) {
+        const long limit = i == L + 1 ? MAX_ACTIONS : MAX_WIDTH;
+        if (w[i] < 1 || w[i] > limit) {
+            PyErr_Format(PyExc_ValueError, "MLP width %ld outside 1..%ld", w[i], limit);
+            return -1;
+        }
+        m->width[i] = (int)w[i];
+    }
+    void *p[2 * (MAX_LAYERS + 1)];
+    if (parse_ptrs(args + 1 + L + 2, 2 * ((int)L + 1), p) < 0) return -1;
+    for (int i = 0; i <= L; i++) m->w[i] = p[i], m->b[i] = p[L + 1 + i];
+    return used;
+few:
+    PyErr_SetString(PyExc_TypeError, "too few arguments for the MLP");
+    return -1;
+}
+
+/* act(N, L, *widths, *w, *b, obs, noise, actions, logprob, value) */
+static PyObject *py_act(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Mlp m;
+    if (nargs < 1) return PyErr_Format(PyExc_TypeError, "act takes arguments");
+    const long n = PyLong_AsLong(args[0]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    const Py_ssize_t used = parse_mlp(args + 1, nargs - 1, &m);
+    if (used < 0) return NULL;
+    if (nargs != 1 + used + 5)
+        return PyErr_Format(PyExc_TypeError, "act: expected %zd arguments, got %zd",
+                            1 + used + 5, nargs);
+    void *p[5];
+    if (parse_ptrs(args + 1 + used, 5, p) < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS act_rows(&m, (int)n, p[0], p[1], p[2], p[3], p[4]);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+#define ROLLOUT_DIMS 6
+#define ROLLOUT_PTRS 24
+/* cartpole_rollout(T, N, max_steps, obs_full, timing, pool_len, L, *widths, *w, *b,
+ *                  obs, noise, actions, logprobs, values, bootstrap, rewards, terms, truncs,
+ *                  state, ep_steps, ep_returns, ep_start_s, pool, fin_env, fin_ret, fin_len,
+ *                  fin_secs, counts, phase_ns, physics, scratch_flags, next_obs, final_obs)
+ * physics: float64 (9,) gravity, total_mass, half_pole_length, mass_pole, pole_mass_length,
+ * force_mag, tau, theta_threshold, x_threshold; scratch_flags (2, N) uint8; next_obs and
+ * final_obs (N, D) float32 scratch. Returns None, or raises ValueError when the reset pool ran
+ * out (cannot happen with one of 4 T N draws). */
+static PyObject *py_cartpole_rollout(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Rollout r;
+    long d[ROLLOUT_DIMS];
+    if (nargs < ROLLOUT_DIMS) return PyErr_Format(PyExc_TypeError, "too few arguments");
+    if (parse_longs(args, ROLLOUT_DIMS, d) < 0) return NULL;
+    const Py_ssize_t used = parse_mlp(args + ROLLOUT_DIMS, nargs - ROLLOUT_DIMS, &r.mlp);
+    if (used < 0) return NULL;
+    if (nargs != ROLLOUT_DIMS + used + ROLLOUT_PTRS)
+        return PyErr_Format(PyExc_TypeError, "cartpole_rollout: expected %zd arguments, got %zd",
+                            ROLLOUT_DIMS + used + ROLLOUT_PTRS, nargs);
+    void *p[ROLLOUT_PTRS];
+    if (parse_ptrs(args + ROLLOUT_DIMS + used, ROLLOUT_PTRS, p) < 0) return NULL;
+    r.t_len = (int)d[0], r.n = (int)d[1], r.max_steps = (int)d[2], r.obs_full = (int)d[3];
+    r.timing = (int)d[4], r.pool_len = d[5];
+    void **q = p;
+    r.obs = *q++, r.noise = *q++, r.actions = *q++, r.logprobs = *q++, r.values = *q++;
+    r.bootstrap = *q++, r.rewards = *q++, r.terms = *q++, r.truncs = *q++;
+    r.state = *q++, r.ep_steps = *q++, r.ep_returns = *q++, r.ep_start_s = *q++;
+    r.pool = *q++, r.fin_env = *q++, r.fin_ret = *q++, r.fin_len = *q++, r.fin_secs = *q++;
+    r.counts = *q++, r.phase_ns = *q++;
+    const double *c = *q++;
+    r.ph = (Physics){c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]};
+    r.term = *q++;
+    r.trunc = r.term + r.n;
+    r.next_obs = *q++, r.final_obs = *q++;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = cartpole_rollout(&r);
+    Py_END_ALLOW_THREADS if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "cartpole_rollout: the reset pool ran out");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"act", (PyCFunction)(void (*)(void))py_act, METH_FASTCALL,
+     "act(N, L, *widths, *w, *b, obs, noise, actions, logprob, value): one step's policy"},
+    {"cartpole_rollout", (PyCFunction)(void (*)(void))py_cartpole_rollout, METH_FASTCALL,
+     "cartpole_rollout(T, N, ...): a whole CartPole rollout of the MLP (pointers)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_rollout_cpu",
+    .m_doc = "The MLP's fused rollout on the CPU (called through rlperf.native).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__rollout_cpu(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "MAX_LAYERS", MAX_LAYERS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_WIDTH", MAX_WIDTH) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_ACTIONS", MAX_ACTIONS) < 0 ||
+        PyModule_AddIntConstant(m, "N_PHASES", N_PHASES) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,220 @@
+"""The fused rollout: a whole rollout of the analytic MLP on rlperf's CartPole in one native call.
+
+Why: at 4 envs the trainer's rollout step (``Trainer.collect``) costs ~150-230 us, nearly all of
+it Python and torch dispatch around ~35k multiply-adds: ~15 torch ops for the policy and the
+sample, the numpy env's ~30 array ops, the buffer's writes. ``ppo/_rollout_cpu.c`` runs the
+same steps in one C loop per rollout: for t in 0..T-1, actor and critic on ``obs[t]``, the
+categorical sample, CartPole's physics with truncation and same-step autoreset, the transition
+into the rollout buffer, and V(final observation) where a time limit ended an episode.
+
+Same trajectories as the torch path, for the same seed:
+
+- Sampling: the Exp(1) draws of the Gumbel-max sample come from the run's torch generator, one
+  ``(T, N, A)`` draw per rollout, the same numbers as the torch path's T draws of ``(N, A)``
+  (torch's CPU ``exponential_`` fills element by element from the generator's stream;
+  tests/ppo/test_fused_rollout.py checks both the draws and the trajectories).
+- Env: the physics is envs/cartpole.py's float64 arithmetic in the same order (bit-identical
+  states and observations); reset states are numpy's: a pool of 4 T N uniform(-0.05, 0.05)
+  draws (enough for every row to finish at every step) is drawn from the env's generator, the
+  kernel takes them in numpy's order, and afterwards the generator is set back and advanced by
+  exactly the draws used, so it ends where the numpy env's would (checkpoints agree).
+- Policy: not bit-identical (another summation order, a polynomial exp in tanh): log-probs and
+  values agree with the torch path's to ~1e-6 and the actions are the same except at a Gumbel
+  tie to that precision.
+
+The profiler's sections stay the torch path's: the kernel reads the clock at each phase
+boundary (``CLOCK_MONOTONIC``, ~20 ns a read, four or five a step) and keeps per phase the
+calls, total, min and max; they are recorded once per rollout under ``rollout`` as
+``policy_forward``, ``env_step``, ``buffer_store`` and ``truncation_bootstrap``
+(:meth:`~rlperf.timing.sections.Profiler.record`). ``device_to_host`` does not exist here (the
+actions never leave the kernel). With the profiler disabled the kernel reads no clock.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlperf import native
+from rlperf.config import Config
+from rlperf.envs import cartpole
+from rlperf.envs.cartpole import CartPoleVec
+from rlperf.envs.spec import EnvSpec
+from rlperf.policies.base import ActorCritic
+from rlperf.policies.mlp import MLPActorCritic
+from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.run.episode_log import EpisodeLog
+from rlperf.timing import names
+from rlperf.timing.sections import Profiler
+
+# The kernel's phases, in its order (native.ROLLOUT_PHASES of them).
+PHASES = (names.POLICY_FORWARD, names.ENV_STEP, names.BUFFER_STORE, names.TRUNCATION_BOOTSTRAP)
+# CartPole's constants in the kernel's order (its Physics struct).
+PHYSICS = np.array(
+    [
+        cartpole.GRAVITY, cartpole.TOTAL_MASS, cartpole.HALF_POLE_LENGTH, cartpole.MASS_POLE,
+        cartpole.POLE_MASS_LENGTH, cartpole.FORCE_MAG, cartpole.TAU_S,
+        cartpole.THETA_THRESHOLD_RAD, cartpole.X_THRESHOLD,
+    ],
+    dtype=np.float64,
+)  # fmt: skip
+
+
+# The step the kernel reproduces: a run whose CartPoleVec.step was replaced (a test injecting
+# faults, a user's patch) keeps the torch path, which calls whatever step is there.
+NUMPY_STEP = CartPoleVec.step
+
+
+def fused_step_applies(
+    cfg: Config, spec: EnvSpec, policy: ActorCritic, device: torch.device, teacher: bool
+) -> bool:
+    """Whether a run takes the fused rollout or step (:func:`make_fused`): ``--fused-rollout``
+    on, the kernel built, the analytic MLP (one unmasked discrete action) in float32 on the
+    CPU, flat float32 observations, no teacher phase (it may replace the actions) and not the
+    asynchronous collector (its rows each have their own step)."""
+    return (
+        cfg.policy.fused_rollout
+        and native.rollout_available()
+        and device.type == "cpu"
+        and isinstance(policy, MLPActorCritic)
+        and policy.analytic
+        and policy.flat.dtype == torch.float32
+        and np.dtype(spec.obs_dtype) == np.float32
+        and len(spec.obs_shape) == 1
+        and not teacher
+        and not cfg.env.asynchronous
+        and _fits(policy)
+    )
+
+
+def steps_as_numpy(env: object) -> bool:
+    """Whether ``env`` is rlperf's CartPole stepping with its own numpy step (not a subclass,
+    and neither its class's nor the instance's ``step`` replaced)."""
+    return type(env) is CartPoleVec and CartPoleVec.step is NUMPY_STEP and "step" not in vars(env)
+
+
+def make_fused(
+    cfg: Config,
+    env: object,
+    spec: EnvSpec,
+    policy: ActorCritic,
+    buffer: RolloutBuffer,
+    teacher: bool,
+    prof: Profiler,
+    episodes: EpisodeLog,
+) -> tuple[FusedCartPoleRollout | None, FusedStep | None]:
+    """The run's fused rollout (rlperf's CartPole stepping as numpy: one call per rollout) or
+    fused step (any other env), or neither where :func:`fused_step_applies` does not hold."""
+    if not (
+        isinstance(policy, MLPActorCritic)
+        and fused_step_applies(cfg, spec, policy, buffer.device, teacher)
+    ):
+        return None, None
+    if isinstance(env, CartPoleVec) and steps_as_numpy(env):
+        return FusedCartPoleRollout(buffer, env, policy, prof, episodes), None
+    return None, FusedStep(buffer, policy)
+
+
+def _fits(policy: MLPActorCritic) -> bool:
+    max_layers, max_width, max_actions = native.ROLLOUT_LIMITS
+    widths = (policy.obs_dim, *policy.hidden_sizes)
+    return (
+        len(policy.hidden_sizes) <= max_layers
+        and max(widths) <= max_width
+        and policy.action_dim <= max_actions
+    )
+
+
+def fused_mlp(policy: MLPActorCritic) -> native.FusedMLP:
+    """The policy's current weights as the kernel reads them (views of its flat parameter)."""
+    views = policy.views(policy.flat.detach())
+    layers = range(policy.num_layers)
+    return native.FusedMLP([views[f"w{i}"] for i in layers], [views[f"b{i}"] for i in layers])
+
+
+class FusedCartPoleRollout:
+    """Fills a :class:`RolloutBuffer` from a :class:`CartPoleVec` with one kernel call per
+    rollout (see the module docstring); the env's state, generator and episode statistics
+    move on as the numpy env's would.
+
+    Args:
+        episodes: where the finished episodes' returns and lengths go.
+    """
+
+    def __init__(
+        self,
+        buffer: RolloutBuffer,
+        env: CartPoleVec,
+        policy: MLPActorCritic,
+        prof: Profiler,
+        episodes: EpisodeLog,
+    ) -> None:
+        self.buffer, self.env, self.policy = buffer, env, policy
+        self.prof, self.episodes = prof, episodes
+        t_len, n = buffer.num_steps, buffer.num_envs
+        self.reset_draws = 4 * t_len * n  # every row finishing at every step
+        self.finished = native.FinishedEpisodes.sized(t_len * n)
+        self.env_arrays = native.CartPoleArrays(
+            env._state_t, env.episode_steps, env.episode_returns, env._episode_start_s,
+            PHYSICS, env.observe == "full", env.max_episode_steps,
+        )  # fmt: skip
+        self.tensors = native.RolloutTensors(
+            buffer.obs_slots, buffer.actions, buffer.logprobs, buffer.values,
+            buffer.bootstrap_values, buffer.rewards_host, buffer.terminations_host,
+            buffer.truncations_host,
+        )  # fmt: skip
+
+    def applies(self) -> bool:
+        """Whether the env still steps as the kernel does (a test or a user may replace its
+        ``step`` after the trainer was made: the trainer then collects on the torch path)."""
+        return steps_as_numpy(self.env)
+
+    def collect(self, generator: torch.Generator) -> None:
+        """One rollout into the buffer: ``num_steps`` steps of every env from ``next_obs``."""
+        buf, rng, out = self.buffer, self.env.np_random, self.finished
+        buf.start_rollout()
+        a = self.policy.action_dim
+        noise = torch.empty(buf.num_steps, buf.num_envs, a).exponential_(generator=generator)
+        saved = rng.bit_generator.state
+        pool = rng.uniform(-cartpole.RESET_BOUND, cartpole.RESET_BOUND, size=self.reset_draws)
+        timing = self.prof.enabled
+        native.cartpole_rollout(
+            fused_mlp(self.policy), self.tensors, self.env_arrays, noise, pool, out, timing
+        )
+        # Give the unused draws back: the generator ends where the numpy env's would.
+        rng.bit_generator.state = saved
+        if out.draws:
+            rng.uniform(-cartpole.RESET_BOUND, cartpole.RESET_BOUND, size=out.draws)
+        if out.count:
+            k = out.count
+            self.episodes.extend(out.returns[:k], out.lengths[:k])
+        if timing:
+            for name, (calls, total, low, high) in zip(PHASES, out.phase_ns.tolist(), strict=True):
+                self.prof.record(name, total, calls, low, high)
+
+
+class FusedStep:
+    """One rollout step's policy for any env, in one kernel call: actor and critic on
+    ``obs[t]``, the sample, and the actions, log-probabilities and values written into the
+    buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
+    fused part stops at the env boundary. The Exp(1) draws are the torch path's, one (N, A) draw
+    per step from the same generator, so the actions are the same.
+    """
+
+    def __init__(self, buffer: RolloutBuffer, policy: MLPActorCritic) -> None:
+        self.buffer, self.policy = buffer, policy
+        self.mlp: native.FusedMLP | None = None
+
+    def start_rollout(self) -> None:
+        """Take the policy's current weights (call once per rollout, before the first step)."""
+        self.mlp = fused_mlp(self.policy)
+
+    def __call__(self, t: int, generator: torch.Generator) -> torch.Tensor:
+        """Act on the observations in slot ``t``; returns the actions (N,) (a buffer view)."""
+        buf = self.buffer
+        if self.mlp is None:
+            raise RuntimeError("FusedStep: call start_rollout() before the first step")
+        noise = torch.empty(buf.num_envs, self.policy.action_dim).exponential_(generator=generator)
+        actions = buf.actions[t]
+        self.mlp.act(buf.obs[t], noise, actions, buf.logprobs[t], buf.values[t])
+        return actions

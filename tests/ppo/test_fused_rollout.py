@@ -1,0 +1,217 @@
+"""The fused rollout (``ppo/fused_rollout.py``, ``ppo/_rollout_cpu.c``) against the torch path it
+replaces: the same seed gives the same trajectories (observations, actions, rewards, flags, env
+state and generator bit-identical; log-probabilities, values and truncation bootstraps within
+float32 tolerance), its sections are timed, and it is chosen only where it applies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rlperf import native
+from rlperf.config import Config
+from rlperf.ppo.trainer import Trainer
+from rlperf.timing.sections import Profiler
+
+pytestmark = pytest.mark.skipif(
+    not native.rollout_available(), reason="the fused rollout kernel is not built here"
+)
+
+# The policy's float32 arithmetic differs from torch's (summation order, tanh's exp): ~1e-7
+# per layer, a few 1e-7 after three layers and the log-softmax.
+TOL = {"rtol": 1e-5, "atol": 2e-6}
+
+
+def config(num_envs: int, num_steps: int, fused: bool, **env_options: object) -> Config:
+    cfg = Config()
+    cfg.env.num_envs, cfg.ppo.num_steps = num_envs, num_steps
+    cfg.env.options = dict(env_options)
+    cfg.run.total_steps = 4 * num_envs * num_steps
+    cfg.run.threads, cfg.run.progress, cfg.run.seed = 1, False, 5
+    cfg.policy.fused_rollout = fused
+    return cfg.validate()
+
+
+def test_one_noise_draw_per_rollout_is_the_per_step_draws() -> None:
+    for shape in ((128, 4, 2), (32, 64, 2), (7, 3, 5), (3, 1024, 2)):
+        gen = torch.Generator().manual_seed(11)
+        steps = torch.stack([torch.empty(shape[1:]).exponential_(generator=gen)
+                             for _ in range(shape[0])])  # fmt: skip
+        whole = torch.empty(shape).exponential_(generator=torch.Generator().manual_seed(11))
+        assert torch.equal(steps, whole), shape
+
+
+@pytest.mark.parametrize(
+    "num_envs, num_steps, options",
+    [(4, 64, {}), (16, 48, {"max_episode_steps": 20}), (5, 40, {"observe": "position"})],
+    ids=["4x64", "16x48-truncations", "5x40-position"],
+)
+def test_fused_rollout_gives_the_torch_paths_trajectories(
+    num_envs: int, num_steps: int, options: dict
+) -> None:
+    ref = Trainer(config(num_envs, num_steps, False, **options), profiler=Profiler())
+    fused = Trainer(config(num_envs, num_steps, True, **options), profiler=Profiler())
+    assert ref.fused_rollout is None and fused.fused_rollout is not None
+    truncated = 0
+    for it in range(3):
+        with torch.no_grad():
+            fused.policy.flat.copy_(ref.policy.flat)  # same weights for both
+        ref.collect()
+        fused.collect()
+        a, b = ref.buffer, fused.buffer
+        where = f"rollout {it}"
+        np.testing.assert_array_equal(b.obs_slots.numpy(), a.obs_slots.numpy(), err_msg=where)
+        np.testing.assert_array_equal(b.actions.numpy(), a.actions.numpy(), err_msg=where)
+        for name in ("rewards_host", "terminations_host", "truncations_host"):
+            np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=where)
+        for name in ("logprobs", "values", "bootstrap_values"):
+            torch.testing.assert_close(getattr(b, name), getattr(a, name), **TOL, msg=where)
+        truncated += int((a.truncations_host > a.terminations_host).sum())
+        for key, value in ref.env.get_state().items():
+            if key == "rng":
+                assert fused.env.get_state()["rng"] == value, where
+            else:
+                np.testing.assert_array_equal(fused.env.get_state()[key], value, err_msg=where)
+        assert list(fused.episodes.returns) == list(ref.episodes.returns), where
+        assert list(fused.episodes.lengths) == list(ref.episodes.lengths), where
+        assert fused.global_step == ref.global_step
+        for t in (ref, fused):
+            t.compute_advantages()
+            t.update()
+    if options.get("max_episode_steps"):
+        assert truncated > 0  # the bootstrap was exercised
+    assert ref.episodes.count > 0
+
+
+def test_fused_rollout_times_its_phases_as_the_torch_paths_sections() -> None:
+    trainer = Trainer(config(4, 32, True, max_episode_steps=10), profiler=Profiler())
+    summary = trainer.train()
+    sections = summary["sections"]
+    for name in ("policy_forward", "env_step", "buffer_store", "truncation_bootstrap"):
+        assert sections[f"rollout/{name}"] > 0, name
+    calls = {s.name: s.calls for s in trainer.prof.stats()}
+    assert calls["rollout/policy_forward"] == calls["rollout/env_step"] == 4 * 32
+    assert sections["rollout"] >= sum(
+        sections[f"rollout/{n}"] for n in ("policy_forward", "env_step", "buffer_store")
+    )
+
+
+def test_fused_rollout_reads_no_clock_with_the_profiler_off() -> None:
+    prof = Profiler(enabled=False)
+    trainer = Trainer(config(4, 16, True), profiler=prof)
+    trainer.collect()
+    assert not list(prof.stats())
+    assert int(trainer.fused_rollout.finished.phase_ns[:, 0].sum()) == 0  # type: ignore[union-attr]
+
+
+def with_overrides(cfg: Config, overrides: dict[str, object]) -> Config:
+    for dotted, value in overrides.items():
+        section, name = dotted.split(".")
+        setattr(getattr(cfg, section), name, value)
+    return cfg.validate()
+
+
+def test_the_fused_rollout_applies_only_where_it_is_exact() -> None:
+    cases = {  # what: (overrides, takes the fused step)
+        "gym id": ({"env.env": "gym:CartPole-v1"}, True),
+        "workers": ({"env.backend": "multiprocess", "env.num_workers": 2}, True),
+        "lstm": ({"policy.kind": "lstm"}, False),
+        "switched off": ({"policy.fused_rollout": False}, False),
+        "async workers": (
+            {"env.backend": "multiprocess", "env.num_workers": 2, "env.env_batch_size": 2},
+            False,
+        ),
+    }
+    for what, (overrides, step) in cases.items():
+        trainer = Trainer(with_overrides(config(4, 16, True), overrides), profiler=Profiler())
+        try:
+            assert trainer.fused_rollout is None, what
+            assert (trainer.fused_step is not None) == step, what
+        finally:
+            trainer.env.close()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"env.env": "gym:CartPole-v1"}, {"env.backend": "multiprocess", "env.num_workers": 2}],
+    ids=["gym-id", "workers"],
+)
+def test_fused_step_gives_the_torch_paths_trajectories(overrides: dict) -> None:
+    """Envs without a fused rollout: the policy's part of each step in one call, same data."""
+    ref = Trainer(with_overrides(config(4, 32, False), overrides), profiler=Profiler())
+    fused = Trainer(with_overrides(config(4, 32, True), overrides), profiler=Profiler())
+    try:
+        assert ref.fused_step is None and fused.fused_step is not None
+        for it in range(2):
+            with torch.no_grad():
+                fused.policy.flat.copy_(ref.policy.flat)
+            ref.collect()
+            fused.collect()
+            a, b = ref.buffer, fused.buffer
+            where = f"rollout {it}"
+            np.testing.assert_array_equal(b.obs_slots.numpy(), a.obs_slots.numpy(), where)
+            np.testing.assert_array_equal(b.actions.numpy(), a.actions.numpy(), where)
+            for name in ("rewards_host", "terminations_host", "truncations_host"):
+                np.testing.assert_array_equal(getattr(b, name), getattr(a, name), where)
+            for name in ("logprobs", "values"):
+                torch.testing.assert_close(getattr(b, name), getattr(a, name), **TOL, msg=where)
+            for t in (ref, fused):
+                t.compute_advantages()
+                t.update()
+    finally:
+        ref.env.close()
+        fused.env.close()
+
+
+def test_a_patched_env_step_keeps_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlperf.envs.cartpole import CartPoleVec
+
+    original = CartPoleVec.step
+    monkeypatch.setattr(CartPoleVec, "step", lambda self, a: original(self, a))
+    assert Trainer(config(4, 16, True), profiler=Profiler()).fused_rollout is None
+
+
+def test_the_kernel_boundary_refuses_what_it_cannot_read() -> None:
+    trainer = Trainer(config(4, 16, True), profiler=Profiler())
+    fr = trainer.fused_rollout
+    assert fr is not None
+    from rlperf.ppo.fused_rollout import fused_mlp
+
+    mlp = fused_mlp(trainer.policy)
+    obs = torch.zeros(4, 4)
+    noise, actions = torch.ones(4, 2), torch.zeros(4, dtype=torch.int64)
+    logprob, value = torch.zeros(4), torch.zeros(4)
+    with pytest.raises(native.KernelArgumentError, match="noise"):
+        mlp.act(obs, noise.double(), actions, logprob, value)
+    with pytest.raises(native.KernelArgumentError, match="actions"):
+        mlp.act(obs, noise, actions.int(), logprob, value)
+    with pytest.raises(native.KernelArgumentError, match="obs"):
+        mlp.act(torch.zeros(4, 3), noise, actions, logprob, value)
+    arrays = fr.env_arrays
+    bad = native.CartPoleArrays(
+        arrays.state.T, arrays.episode_steps, arrays.episode_returns, arrays.episode_start_s,
+        arrays.physics, arrays.observe_full, arrays.max_episode_steps,
+    )  # fmt: skip
+    pool = np.zeros(fr.reset_draws)
+    noise = torch.ones(16, 4, 2)
+    with pytest.raises(native.KernelArgumentError, match="state"):
+        native.cartpole_rollout(mlp, fr.tensors, bad, noise, pool, fr.finished, False)
+    with pytest.raises(native.KernelArgumentError, match="reset draws"):
+        native.cartpole_rollout(mlp, fr.tensors, arrays, noise, pool[:-1], fr.finished, False)
+
+
+def test_act_matches_the_torch_policy() -> None:
+    trainer = Trainer(config(64, 16, True), profiler=Profiler())
+    policy = trainer.policy
+    from rlperf.ppo.fused_rollout import fused_mlp
+
+    obs = torch.randn(64, 4, generator=torch.Generator().manual_seed(2))
+    actions, logprob, value = torch.zeros(64, dtype=torch.int64), torch.zeros(64), torch.zeros(64)
+    gen = torch.Generator().manual_seed(3)
+    noise = torch.empty(64, 2).exponential_(generator=torch.Generator().manual_seed(3))
+    fused_mlp(policy).act(obs, noise, actions, logprob, value)
+    ref_actions, ref_logprob, ref_value, _ = policy.act(obs, (), None, None, gen)
+    assert torch.equal(actions, ref_actions)
+    torch.testing.assert_close(logprob, ref_logprob, **TOL)
+    torch.testing.assert_close(value, ref_value, **TOL)
