@@ -196,10 +196,11 @@ def test_same_step_infos_have_final_obs_and_final_info(case: tuple) -> None:
         for key, value in infos["final_info"].items():  # a dict of arrays, each with its mask
             if not key.startswith("_"):
                 assert len(value) == env.num_envs and f"_{key}" in infos["final_info"]
-        # Dense final_obs, laid out as the batched observation (Tuple: a tuple of arrays), the
-        # rows of the envs that did not finish all zeros.
+        # Dense final_obs, laid out as the batched observation (Tuple: a tuple of arrays); the
+        # gym: adapter's rows of the envs that did not finish are zeros.
         assert env.observation_space.contains(infos["final_obs"]), step
-        assert all(not leaf[~done].any() for leaf in leaves(infos["final_obs"])), step
+        if case[0].startswith("gym:"):
+            assert all(not leaf[~done].any() for leaf in leaves(infos["final_obs"])), step
     assert finished >= 2
 
 

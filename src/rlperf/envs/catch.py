@@ -89,9 +89,10 @@ class CatchVec(VectorEnv):
         obs = self._observation()
         if not terminated.any():
             return obs, rewards, terminated, truncated, {}
-        infos = finished_infos(
-            obs, terminated, self.episode_returns, self.episode_steps, self._episode_start_s
-        )
+        infos = finished_infos(  # a copy: `terminated` is returned too
+            obs, terminated.copy(), self.episode_returns, self.episode_steps,
+            self._episode_start_s,
+        )  # fmt: skip
         self._reset_rows(terminated)
         obs[terminated] = self._observation()[terminated]
         return obs, rewards, terminated, truncated, infos

@@ -27,36 +27,34 @@ def finished_infos(
 ) -> dict[str, Any]:
     """``infos`` for the rows where ``done`` (N,) is set, before those rows are reset: the keys,
     dtypes and masks gymnasium's ``SyncVectorEnv(autoreset_mode=SAME_STEP)`` wrapped in
-    ``RecordEpisodeStatistics`` gives, except that ``final_obs`` is one dense array with zeros
-    in the rows that did not finish.
+    ``RecordEpisodeStatistics`` gives, except that ``final_obs`` is one dense array.
 
     Args:
-        obs: (N, ...) observations after the step (the finished rows are copied: the env
-            overwrites them with the first observation of their next episode).
+        obs: (N, ...) observations after the step (copied: the env overwrites finished rows
+            with the first observation of their next episode).
         episode_returns: (N,) float64 running returns, including this step.
         episode_steps: (N,) int64 running lengths, including this step.
         episode_start_s: (N,) ``time.perf_counter()`` seconds at each episode's start.
         final_info: the finished episodes' last-step infos, a dict of (N, ...) arrays each
             with its ``_key`` mask (zeros where not done); ``{}`` when the env gives none.
 
-    Each mask is its own array (a caller may keep or change one without touching the others
-    or the env's flags). ``episode``: ``r`` float64, ``l`` int64, ``t`` float64 seconds rounded
-    to microseconds, 0 where not done.
+    ``done`` itself becomes ``_final_obs``: pass an array the env does not return otherwise
+    (``terminated | truncated``, or a copy), so that no two returned arrays share memory.
+    ``final_obs`` rows that did not finish hold this step's observation (gymnasium: None): read
+    them where ``_final_obs``. ``episode``: ``r`` float64, ``l`` int64, ``t`` float64 seconds
+    (gymnasium rounds ``t`` to microseconds; this hot path does not), 0 where not done.
     """
-    elapsed_s = np.round(time.perf_counter() - episode_start_s, 6)
-    # Zeros where not done, as the gym: adapter gives them (gymnasium: None); copying only the
-    # finished rows is also cheaper than copying the batch (calloc'd zeros cost no writes).
-    final_obs = np.zeros_like(obs)
-    final_obs[done] = obs[done]
+    # Runs on every step where some episode ended (most steps of a 64-env cartpole): no
+    # per-row work, one copy per returned array.
     return {
-        "final_obs": final_obs,
-        "_final_obs": done.copy(),
+        "final_obs": obs.copy(),
+        "_final_obs": done,
         "final_info": {} if final_info is None else final_info,
         "_final_info": done.copy(),
         "episode": {
-            "r": np.where(done, episode_returns, 0.0).astype(np.float64, copy=False),
-            "l": np.where(done, episode_steps, 0).astype(np.int64, copy=False),
-            "t": np.where(done, elapsed_s, 0.0),
+            "r": np.where(done, episode_returns, 0.0),
+            "l": np.where(done, episode_steps, 0),
+            "t": np.where(done, time.perf_counter() - episode_start_s, 0.0),
         },
         "_episode": done.copy(),
     }

@@ -361,9 +361,10 @@ class GridVec(VectorEnv):
         if not ended.any():
             return obs, rewards, terminated, np.zeros(self.num_envs, bool), {}
         truncated = np.repeat(ended, self.num_agents)
-        infos = finished_infos(
-            obs, truncated, self.episode_returns, self.episode_steps, self._episode_start_s
-        )
+        infos = finished_infos(  # a copy: `truncated` is returned too
+            obs, truncated.copy(), self.episode_returns, self.episode_steps,
+            self._episode_start_s,
+        )  # fmt: skip
         with profile(ENV_RESET):
             maps = np.flatnonzero(ended)
             self._new_maps(maps)
