@@ -10,8 +10,8 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
+from gym_reference import gymnasium_stack  # tests/envs/, on sys.path under pytest
 from gymnasium.vector import AutoresetMode
-from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from rlperf.envs import CartPoleVec, make_vec
 
@@ -110,14 +110,7 @@ def test_lockstep_with_gymnasium_vector_stack() -> None:
     statistics are all compared.
     """
     n, steps = 8, 620
-    gym_vec = RecordEpisodeStatistics(
-        gymnasium.make_vec(
-            "CartPole-v1",
-            num_envs=n,
-            vectorization_mode="sync",
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-        )
-    )
+    gym_vec = gymnasium_stack("CartPole-v1", n)
     g_obs, _ = gym_vec.reset(seed=5)
     env = make_vec("cartpole", n, seed=5)
     rng = np.random.default_rng(5)

@@ -69,7 +69,7 @@ def test_registered_and_shaped() -> None:
     assert isinstance(teacher, GridTeacher) and teacher(obs).shape == (15,)
     with pytest.raises(ValueError, match="shape"):
         teacher(obs[:-1])
-    with pytest.raises(ValueError, match=r"one per agent row \(3 maps x 5 agents\)"):
+    with pytest.raises(ValueError, match=r"action per agent row \(3 maps x 5 agents\)"):
         env.step(np.zeros(3, np.int64))
 
 

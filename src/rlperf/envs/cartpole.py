@@ -17,8 +17,12 @@ history, so a feed-forward policy cannot balance the pole for long and a recurre
 Physics, rewards and termination are unchanged.
 
 Episode statistics are reported as gymnasium's ``RecordEpisodeStatistics`` vector wrapper does:
-``infos["episode"] = {"r": returns, "l": lengths, "t": elapsed seconds}`` with the mask
-``infos["_episode"]``, present only on steps where some episode finished.
+``infos["episode"] = {"r": returns, "l": lengths, "t": elapsed seconds}`` (float64, int64,
+float64) with the mask ``infos["_episode"]``, and ``infos["final_info"]`` (``{}``: the env gives
+no per-step infos) with ``infos["_final_info"]``, present only on steps where some episode
+finished (``envs/episodes.py``). Every call returns fresh arrays. ``envs/contract.py``: actions
+are checked for shape and dtype once per step, and ``reset(seed=s)`` makes
+``np_random_seed == s``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.contract import ActionCheck, reseed
 from rlperf.envs.episodes import finished_infos
 
 GRAVITY = 9.8
@@ -90,7 +95,7 @@ class CartPoleVec(VectorEnv):
         self.episode_steps = np.zeros(num_envs, dtype=np.int64)
         self.episode_returns = np.zeros(num_envs, dtype=np.float64)
         self._episode_start_s = np.zeros(num_envs, dtype=np.float64)
-        self._np_random = np.random.default_rng()
+        self._check_actions = ActionCheck(self.action_space)
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -123,9 +128,7 @@ class CartPoleVec(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        if seed is not None:
-            self._np_random = np.random.default_rng(seed)
-            self.action_space.seed(seed)
+        reseed(self, seed)
         self._reset_rows(None)
         return self._observation(), {}
 
@@ -138,7 +141,7 @@ class CartPoleVec(VectorEnv):
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         x, x_dot, theta, theta_dot = self._state_t
-        force = np.where(np.asarray(actions) == 1, FORCE_MAG, -FORCE_MAG)
+        force = np.where(self._check_actions(actions) == 1, FORCE_MAG, -FORCE_MAG)
         costheta = np.cos(theta)
         sintheta = np.sin(theta)
         temp = (force + POLE_MASS_LENGTH * np.square(theta_dot) * sintheta) / TOTAL_MASS

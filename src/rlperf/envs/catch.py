@@ -21,6 +21,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.contract import ActionCheck, reseed
 from rlperf.envs.episodes import finished_infos
 from rlperf.envs.registry import int_option
 
@@ -48,7 +49,7 @@ class CatchVec(VectorEnv):
         self.episode_steps = np.zeros(num_envs, dtype=np.int64)
         self._episode_start_s = np.zeros(num_envs, dtype=np.float64)
         self._rows = np.arange(num_envs)
-        self._np_random = np.random.default_rng()
+        self._check_actions = ActionCheck(self.action_space)
 
     def _reset_rows(self, mask: np.ndarray) -> None:
         n = int(mask.sum())
@@ -68,16 +69,14 @@ class CatchVec(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        if seed is not None:
-            self._np_random = np.random.default_rng(seed)
-            self.action_space.seed(seed)
+        reseed(self, seed)
         self._reset_rows(np.ones(self.num_envs, dtype=bool))
         return self._observation(), {}
 
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        moves = np.asarray(actions, dtype=np.int64) - 1
+        moves = self._check_actions(actions).astype(np.int64, copy=False) - 1
         self.paddle_col = np.clip(self.paddle_col + moves, 0, self.columns - 1)
         self.ball_row += 1
         terminated = self.ball_row == self.rows - 1
@@ -90,9 +89,10 @@ class CatchVec(VectorEnv):
         obs = self._observation()
         if not terminated.any():
             return obs, rewards, terminated, truncated, {}
-        infos = finished_infos(
-            obs, terminated, self.episode_returns, self.episode_steps, self._episode_start_s
-        )
+        infos = finished_infos(  # a copy: `terminated` is returned too
+            obs, terminated.copy(), self.episode_returns, self.episode_steps,
+            self._episode_start_s,
+        )  # fmt: skip
         self._reset_rows(terminated)
         obs[terminated] = self._observation()[terminated]
         return obs, rewards, terminated, truncated, infos

@@ -6,8 +6,10 @@ joins with one :func:`register` call (``envs/__init__.py`` registers cartpole, c
 petri and robots).
 
 Every environment returned here follows gymnasium's vector API with ``AutoresetMode.SAME_STEP``
-and reports final observations and episode statistics as documented in ``envs/cartpole.py``:
-that is the contract the trainer relies on.
+and reports final observations, final infos and episode statistics as documented in
+``envs/cartpole.py`` and ``envs/episodes.py``: that is the contract the trainer relies on.
+``envs/contract.py`` holds what every env checks alike (action batches, seeds) and the spaces
+:func:`make_vec` refuses (Graph, Sequence, OneOf, Text).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gymnasium.vector import VectorEnv
+
+from rlperf.envs.contract import check_spaces
+from rlperf.envs.spec import UnsupportedSpaceError
 
 EnvFactory = Callable[..., VectorEnv]
 
@@ -86,6 +91,10 @@ def make_vec(name: str, num_envs: int, seed: int | None = None, **kwargs: Any) -
 
     The returned env has already been reset once (with ``seed`` when given); the trainer calls
     ``reset(seed=...)`` again itself, so this only makes the env immediately usable.
+
+    Raises:
+        UnsupportedSpaceError: a Graph, Sequence, OneOf or Text space (``envs/contract.py``),
+            before the first reset; the env is closed.
     """
     check_env_name(name)
     if num_envs <= 0:
@@ -101,11 +110,18 @@ def make_vec(name: str, num_envs: int, seed: int | None = None, **kwargs: Any) -
         check_options(name, factory, kwargs)
     try:
         env = factory(*args, **kwargs)
+    except UnsupportedSpaceError:
+        raise
     except (TypeError, ValueError) as e:
         if not kwargs:
             raise
         # Factories validate their own options; say which env refused them, on one line.
         raise EnvOptionError(f"env {name!r}: {_first_line(e)}") from e
+    try:
+        check_spaces(name, env)
+    except UnsupportedSpaceError:
+        env.close()
+        raise
     env.reset(seed=seed)
     return env
 

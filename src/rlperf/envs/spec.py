@@ -137,12 +137,17 @@ class EnvSpec:
         """The spec of ``env``; ``reset_infos`` (from a reset) tells whether masks come in infos.
 
         Raises:
-            UnsupportedSpaceError: for a non-Box observation or an unsupported action space.
+            UnsupportedSpaceError: for a non-Box observation (the message names gymnasium's
+                ``FlattenObservation``) or an unsupported action space.
         """
         obs_space = env.single_observation_space
         if not isinstance(obs_space, spaces.Box):
+            # rlperf's envs batch Dict/Tuple/Discrete observations (envs/contract.py); the
+            # policies take one array, which gymnasium's FlattenObservation makes of them.
             raise UnsupportedSpaceError(
-                f"observation space {obs_space} is not supported: need a Box"
+                f"observation space {obs_space} is not supported by the trainer's policies, "
+                "which take a Box: wrap the env in gymnasium.wrappers.FlattenObservation "
+                "(e.g. a gymnasium id registered with it)"
             )
         dtype = np.dtype(np.uint8) if obs_space.dtype == np.uint8 else np.dtype(np.float32)
         has_mask = read_action_mask(env, reset_infos or {}) is not None

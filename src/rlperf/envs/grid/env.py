@@ -76,6 +76,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rlperf.envs.contract import ActionCheck, reseed
 from rlperf.envs.episodes import finished_infos
 from rlperf.envs.grid.distances import UNREACHABLE, distance_fields
 from rlperf.envs.grid.goals import nearest_goals
@@ -178,7 +179,9 @@ class GridVec(VectorEnv):
         self.episode_returns = np.zeros(rows, np.float64)
         self.episode_steps = np.zeros(rows, np.int64)
         self._episode_start_s = np.zeros(rows, np.float64)
-        self._np_random = np.random.default_rng()
+        self._check_actions = ActionCheck(
+            self.action_space, f"agent row ({num_maps} maps x {agents} agents)"
+        )
 
         # Derived tables (rebuilt from the state by _build).
         padded = size + 2 * obs_radius
@@ -337,9 +340,7 @@ class GridVec(VectorEnv):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """New random maps everywhere (from ``np_random``, reseeded with ``seed``)."""
-        if seed is not None:
-            self._np_random = np.random.default_rng(seed)
-            self.action_space.seed(seed)
+        reseed(self, seed)
         self._new_maps(np.arange(self.num_maps))
         return self._observe(), {}
 
@@ -347,12 +348,7 @@ class GridVec(VectorEnv):
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One step of every agent: ``actions`` ``(num_envs,)`` ints in ``[0, 5)``."""
-        actions = np.asarray(actions, dtype=np.int64)
-        if actions.shape != (self.num_envs,):
-            raise ValueError(
-                f"actions must have shape (num_envs,) = ({self.num_envs},): one per agent row "
-                f"({self.num_maps} maps x {self.num_agents} agents), got {actions.shape}"
-            )
+        actions = self._check_actions(actions).astype(np.int64, copy=False)
         with profile(ENV_MOVE):
             rewards = self._move(actions)
         self.map_steps += 1
@@ -365,9 +361,10 @@ class GridVec(VectorEnv):
         if not ended.any():
             return obs, rewards, terminated, np.zeros(self.num_envs, bool), {}
         truncated = np.repeat(ended, self.num_agents)
-        infos = finished_infos(
-            obs, truncated, self.episode_returns, self.episode_steps, self._episode_start_s
-        )
+        infos = finished_infos(  # a copy: `truncated` is returned too
+            obs, truncated.copy(), self.episode_returns, self.episode_steps,
+            self._episode_start_s,
+        )  # fmt: skip
         with profile(ENV_RESET):
             maps = np.flatnonzero(ended)
             self._new_maps(maps)

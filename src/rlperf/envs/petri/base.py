@@ -19,6 +19,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.contract import ActionCheck, reseed
 from rlperf.envs.episodes import finished_infos
 from rlperf.envs.petri.net import Net
 
@@ -63,6 +64,7 @@ class PetriNetVec(VectorEnv):
         self._token_scale = np.arange(max_tokens + 1, dtype=np.float32) / np.float32(max_tokens)
         self._initial_enabled = self._enabled_of(net.initial[None])[0]
         self.action_mask: np.ndarray | None = None
+        self._check_actions = ActionCheck(self.action_space)
         self._reset_rows(slice(None))
         self._initial_obs = self._observation()[0]
 
@@ -97,18 +99,29 @@ class PetriNetVec(VectorEnv):
 
     def _publish(self, infos: dict[str, Any]) -> dict[str, Any]:
         if self.mask:
-            # A fresh array each call: the caller may keep it while the env moves on.
+            # A fresh array each call: the caller may keep it while the env moves on. The mask
+            # ``_action_mask`` says every row has one, as SyncVectorEnv marks an info key.
             self.action_mask = self.enabled.copy()
             infos["action_mask"] = self.action_mask
+            infos["_action_mask"] = np.ones(self.num_envs, dtype=bool)
         return infos
+
+    def _final_info(self, done: np.ndarray) -> dict[str, Any]:
+        """The finished episodes' last-step infos (their terminal markings' masks), zeros in
+        the other rows, as SyncVectorEnv gathers ``final_info``; ``{}`` with ``mask=False``."""
+        if not self.mask:
+            return {}
+        return {
+            "action_mask": self.enabled & done[:, None],
+            "_action_mask": done.copy(),
+        }
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Every env back to the initial marking (deterministic; ``seed`` seeds the action
-        space only)."""
-        if seed is not None:
-            self.action_space.seed(seed)
+        space and sets ``np_random_seed``)."""
+        reseed(self, seed)
         self._reset_rows(slice(None))
         return self._observation(), self._publish({})
 
@@ -116,15 +129,16 @@ class PetriNetVec(VectorEnv):
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Fire one transition per env: ``actions`` ``(num_envs,)`` ints in ``[0, T)``."""
-        rewards, terminated, truncated = self._advance(np.asarray(actions))
+        rewards, terminated, truncated = self._advance(self._check_actions(actions))
         self.episode_returns += rewards
         obs = self._observation()
         done = terminated | truncated
         if not done.any():
             return obs, rewards, terminated, truncated, self._publish({})
         infos = finished_infos(
-            obs, done, self.episode_returns, self.episode_steps, self._episode_start_s
-        )
+            obs, done, self.episode_returns, self.episode_steps, self._episode_start_s,
+            self._final_info(done),
+        )  # fmt: skip
         self._reset_rows(done)
         obs[done] = self._initial_obs  # every episode starts from the same marking
         return obs, rewards, terminated, truncated, self._publish(infos)

@@ -34,6 +34,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.contract import ActionCheck, reseed
 from rlperf.envs.episodes import finished_infos
 from rlperf.envs.robots.board import slide_lengths, wall_planes
 from rlperf.envs.robots.moves import slide
@@ -90,8 +91,9 @@ class RobotsVec(VectorEnv):
         self.single_action_space = spaces.Discrete(4 * r)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self._np_random = np.random.default_rng()
-        self.pool = PuzzlePool(b, r, max_depth, batch_boards, self._np_random)
+        self._check_actions = ActionCheck(self.action_space)
+        # The property draws a random seed and keeps it (np_random_seed reports it).
+        self.pool = PuzzlePool(b, r, max_depth, batch_boards, self.np_random)
         self.walls = np.zeros((num_envs, b, b), dtype=np.uint8)
         self.lengths = np.zeros((num_envs, b * b, 4), dtype=np.uint8)
         self.positions = np.zeros((num_envs, r), dtype=np.int64)
@@ -195,9 +197,8 @@ class RobotsVec(VectorEnv):
         """New puzzles everywhere; ``seed`` reseeds the puzzle generator (and drops the
         puzzles made with the old one) and the action space."""
         if seed is not None:
-            self._np_random = np.random.default_rng(seed)
-            self.pool.reseed(self._np_random)
-            self.action_space.seed(seed)
+            reseed(self, seed)
+            self.pool.reseed(self.np_random)
         self._reset_rows(self._rows)
         return self._observe(), {}
 
@@ -206,7 +207,7 @@ class RobotsVec(VectorEnv):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Move one robot per env: ``actions`` ``(num_envs,)`` ints ``robot * 4 + direction``."""
         with profile(names.ENV_MOVE):
-            actions = np.asarray(actions, dtype=np.int64)
+            actions = self._check_actions(actions).astype(np.int64, copy=False)
             self.positions = slide(
                 self.positions, actions // 4, actions % 4, self.lengths, self.board_size
             )
