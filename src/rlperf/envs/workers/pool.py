@@ -524,8 +524,17 @@ class MultiprocessVecEnv(VectorEnv):
                 "first, and send once per recv"
             )
         batch = self._batch(workers)
-        for name, leaf in self._check_actions(actions, len(batch.env_ids)):
-            self._views[name][batch.rows] = leaf
+        check = self._check_actions
+        if check.single is not None:  # not a Tuple or Dict: one array, checked inline
+            shape, kinds = check.single
+            actions = np.asarray(actions)
+            rows = len(batch.env_ids)
+            if actions.shape != (rows, *shape) or actions.dtype.kind not in kinds:
+                check(actions, rows)  # raises, naming what is wrong
+            self._views["actions"][batch.rows] = actions
+        else:
+            for name, leaf in check(actions, len(batch.env_ids)):
+                self._views[name][batch.rows] = leaf
         self._waiting = [w for w in self._waiting if w not in workers]
         self._signal(workers, STEP)
 
@@ -579,7 +588,9 @@ class MultiprocessVecEnv(VectorEnv):
         """The batch's ``infos`` as the serial env of the same rows gives them: views of the
         shared block, or, when some worker sent entries on its control channel, each worker's
         entries put together as gymnasium's ``SyncVectorEnv`` does (:func:`combine_infos`)."""
-        has = int(np.bitwise_or.reduce(self._has[batch.workers]))
+        has = 0
+        for bits in self._has[batch.workers].tolist():  # a few workers: cheaper than a ufunc
+            has |= bits
         if has & HAS_EXTRA:
             return self._combined_infos(batch)
         return self._shared_infos(batch, has)
@@ -773,6 +784,8 @@ class ActionCheck:
                 else ("iu", "integer"))  # fmt: skip
             shape = cast(tuple[int, ...], leaf.shape)
             self.leaves.append((leaf_name("actions", path), path, shape, kinds, what, leaf))
+        # One array's row shape and dtype kinds: what send() checks inline on every step.
+        self.single = None if self.structured else (self.leaves[0][2], self.leaves[0][3])
 
     def __call__(self, actions: Any, rows: int) -> list[tuple[str, np.ndarray]]:
         container = dict if isinstance(self.space, spaces.Dict) else (tuple, list)
