@@ -3,7 +3,9 @@
 Synchronous stepping with random actions, every contender built once and timed in interleaved
 rounds (one timing of each per round), medians [min-max] and paired ratios per round:
 
-- ``gym:CartPole-v1``, 64 envs, 2 workers: rlperf ``--vec-backend multiprocess`` against
+- ``gym:CartPole-v1``, 64 envs, 2 workers: rlperf's ``MultiprocessVecEnv`` as a user builds it
+  (``copy=True``: fresh arrays every step, every info key carried) and as the trainer does
+  (``copy=False``, "views": its shared memory itself), against
   PufferLib's ``pufferlib.vector.Multiprocessing`` (same envs, workers and batch), gymnasium's
   ``AsyncVectorEnv(shared_memory=True)`` (one process per env, as it is designed), gymnasium's
   ``SyncVectorEnv`` and rlperf's serial backend.
@@ -75,11 +77,12 @@ def random_actions(num_envs: int, choices: int, dtype: Any = np.int64) -> np.nda
 
 def rlperf_multiprocess(env_name: str, num_envs: int, workers: int, choices: int,
                         pin: bool = False, inline: bool = False, spin_us: float = 0.0,
-                        **options: Any) -> Contender:  # fmt: skip
+                        copy: bool = True, **options: Any) -> Contender:  # fmt: skip
     env = MultiprocessVecEnv(env_name, num_envs, workers, seed=1, options=options, pin_cores=pin,
-                             inline=inline, spin_us=spin_us)  # fmt: skip
+                             inline=inline, spin_us=spin_us, copy=copy)  # fmt: skip
     how = " pinned" if pin else " inline" if inline else ""
     how += f" spin {spin_us:g} us" if spin_us else ""
+    how += "" if copy else " views"
     return Contender(f"rlperf multiprocess {workers}w{how}", env.num_envs, env.step, env.close,
                      random_actions(env.num_envs, choices))  # fmt: skip
 
@@ -216,9 +219,12 @@ def main() -> None:
             "gym:CartPole-v1, 64 envs, synchronous",
             [
                 lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2),
-                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, pin=True),
-                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True),
-                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True, spin_us=SPIN),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, copy=False),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, pin=True, copy=False),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 64, w, 2, inline=True, copy=False),
+                lambda: rlperf_multiprocess(
+                    "gym:CartPole-v1", 64, w, 2, inline=True, spin_us=SPIN, copy=False
+                ),
                 lambda: Ceiling("gym:CartPole-v1", 64, w, 2),
                 lambda: pufferlib_multiprocessing(64, w),
                 lambda: gymnasium_vector(64, "async"),
@@ -233,10 +239,12 @@ def main() -> None:
         results["grid_4096_rows"] = run_group(
             "grid, 256 maps x 16 agents = 4096 rows",
             [
-                lambda: rlperf_multiprocess("grid", 256, w, 5),
-                lambda: rlperf_multiprocess("grid", 256, w, 5, pin=True),
-                lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True),
-                lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True, spin_us=SPIN),
+                lambda: rlperf_multiprocess("grid", 256, w, 5, copy=False),
+                lambda: rlperf_multiprocess("grid", 256, w, 5, pin=True, copy=False),
+                lambda: rlperf_multiprocess("grid", 256, w, 5, inline=True, copy=False),
+                lambda: rlperf_multiprocess(
+                    "grid", 256, w, 5, inline=True, spin_us=SPIN, copy=False
+                ),
                 lambda: Ceiling("grid", 256, w, 5),
                 lambda: rlperf_serial("grid", 256, 5),
             ],
@@ -246,11 +254,11 @@ def main() -> None:
         results["cartpole_256"] = run_group(
             "gym:CartPole-v1, 256 envs",
             [
-                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2),
-                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, pin=True),
-                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, inline=True),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, copy=False),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, pin=True, copy=False),
+                lambda: rlperf_multiprocess("gym:CartPole-v1", 256, w, 2, inline=True, copy=False),
                 lambda: rlperf_multiprocess(
-                    "gym:CartPole-v1", 256, w, 2, inline=True, spin_us=SPIN
+                    "gym:CartPole-v1", 256, w, 2, inline=True, spin_us=SPIN, copy=False
                 ),
                 lambda: Ceiling("gym:CartPole-v1", 256, w, 2),
                 lambda: rlperf_serial("gym:CartPole-v1", 256, 2),

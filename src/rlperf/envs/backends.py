@@ -3,7 +3,9 @@
 ``make_env(cfg.env, seed)`` is the one place that reads ``--vec-backend``: ``serial`` builds
 the env in this process (``make_vec``), ``multiprocess`` builds a
 :class:`~rlperf.envs.workers.MultiprocessVecEnv` with ``--num-workers`` and
-``--env-batch-size``. Both come back reset with ``seed`` and follow the same vector-env contract.
+``--env-batch-size``. Both come back reset with ``seed`` and follow the same vector-env contract,
+except that the workers' arrays are views of their shared memory (``copy=False``): the trainer
+copies them into its rollout buffer before the next step.
 """
 
 from __future__ import annotations
@@ -57,4 +59,7 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         spin_us=worker_spin_us(cfg, trainer_threads),
         pin_cores=cfg.pin_workers,
         inline=cfg.inline_worker,
+        # The trainer copies every step into its rollout buffer (and the async collector each
+        # batch): views of the shared block save a second copy.
+        copy=False,
     )

@@ -3,6 +3,7 @@ rollout buffer, minibatch sampling, GAE, the PPO loss, backward and optimizer.""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -43,6 +44,9 @@ def _env_step_workers(
     extra: dict[str, Any] = {"inline": True} if inline else {}
     if spin_us:
         extra["spin_us"] = spin_us
+    # The trainer's zero-copy views (copy=False); commits before the option had only views.
+    if "copy" in inspect.signature(MultiprocessVecEnv).parameters:
+        extra["copy"] = False
     try:
         vec = MultiprocessVecEnv(env, num_envs, workers, batch_size=batch, seed=SEED, **extra)
     except TypeError as e:

@@ -5,7 +5,9 @@ unlinked file under ``/dev/shm``, inherited by descriptor, so nothing outlives t
 even after a SIGKILL) and both sides view it through numpy arrays at fixed offsets: a worker
 writes its rows of observations, rewards, flags, final observations and episode statistics in
 place, and the parent reads them without a copy or a pickle. Worker ``w`` owns the contiguous
-rows ``[w * rows_per_worker, (w + 1) * rows_per_worker)`` of every row array.
+rows ``[w * rows_per_worker, (w + 1) * rows_per_worker)`` of every row array. A Tuple or Dict
+space has one array per leaf (``obs/0``, ``obs/key``, ...); each numeric per-row ``infos`` entry
+the probe saw has one (``info:<key>``, ``final_info:<key>``), with its ``_<key>`` flags.
 
 Per-worker control words (command sequence numbers, busy and idle seconds) live in the same
 block, one entry per worker.
@@ -66,6 +68,96 @@ class Layout:
         }
 
 
+# The spaces a worker's rows hold in shared memory, and the containers of those.
+LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+# Bits of a worker's ``has`` word: which infos its last step (or reset) gave.
+HAS_FINAL_OBS, HAS_EPISODE, HAS_FINAL_INFO, HAS_EXTRA = 1, 2, 4, 8
+
+Path = tuple[Any, ...]  # Tuple indices and Dict keys from the root of a space to a leaf
+
+
+def space_leaves(
+    space: spaces.Space, what: str, path: Path = ()
+) -> list[tuple[Path, spaces.Space]]:
+    """The leaves of ``space`` (Box, Discrete, MultiDiscrete, MultiBinary) with their paths,
+    Tuple and Dict walked in their own order.
+
+    Raises:
+        UnsupportedSpaceError: a space with no fixed-size batch (Graph, Sequence, OneOf, Text or
+            one rlperf does not know), naming it and the wrapper that makes it usable.
+    """
+    if isinstance(space, LEAF_SPACES):
+        return [(path, space)]
+    if isinstance(space, spaces.Tuple):
+        return [
+            leaf for i, s in enumerate(space.spaces) for leaf in space_leaves(s, what, (*path, i))
+        ]
+    if isinstance(space, spaces.Dict):
+        return [leaf for k, s in space.spaces.items() for leaf in space_leaves(s, what, (*path, k))]
+    from rlperf.envs.spec import UnsupportedSpaceError
+
+    where = "".join(f"[{p!r}]" for p in path)
+    fix = (
+        "wrap the env in gymnasium.wrappers.FlattenObservation"
+        if isinstance(space, spaces.OneOf) and what == "observation"
+        else f"wrap the env so that its {what}s are fixed-size arrays (gymnasium.wrappers."
+        f"Transform{what.capitalize()} with a Box, Discrete, MultiDiscrete or MultiBinary space)"
+    )
+    raise UnsupportedSpaceError(
+        f"{what} space{where} {type(space).__name__} ({space}) has no fixed-size batch for the "
+        f"env workers' shared memory: {fix}"
+    )
+
+
+def leaf_name(prefix: str, path: Path) -> str:
+    """The layout's name of the leaf at ``path`` of a space stored under ``prefix``."""
+    return prefix + "".join(f"/{p}" for p in path)
+
+
+def assemble(space: spaces.Space, arrays: Any, prefix: str,
+             path: Path = ()) -> Any:  # fmt: skip
+    """The batch of ``space`` as gymnasium's ``batch_space`` shapes it (a tuple or dict of arrays
+    for Tuple and Dict), from the leaves' arrays named by :func:`leaf_name` (``arrays``: a
+    mapping, or anything that indexes arrays by name)."""
+    if isinstance(space, spaces.Tuple):
+        return tuple(assemble(s, arrays, prefix, (*path, i)) for i, s in enumerate(space.spaces))
+    if isinstance(space, spaces.Dict):
+        return {k: assemble(s, arrays, prefix, (*path, k)) for k, s in space.spaces.items()}
+    return arrays[leaf_name(prefix, path)]
+
+
+def leaf_of(value: Any, path: Path) -> Any:
+    """The part of a batch (tuple/dict of arrays) at ``path``."""
+    for p in path:
+        value = value[p]
+    return value
+
+
+def action_dtype(space: spaces.Space) -> np.dtype:
+    """Discrete actions as int64 (what the trainer samples); Box and MultiBinary in the space's
+    dtype."""
+    if isinstance(space, (spaces.Box, spaces.MultiBinary)):
+        return np.dtype(space.dtype)
+    return np.dtype(np.int64)
+
+
+@dataclass(frozen=True)
+class InfoField:
+    """A numeric per-row ``infos`` entry carried in shared memory.
+
+    Attributes:
+        key: its key in ``infos`` (or in ``infos["final_info"]``).
+        shape: one row's shape (``()`` for a number a row).
+        dtype: its dtype (numpy's ``str``).
+        masked: the env gives ``_<key>`` with it (gymnasium's per-row presence flags).
+    """
+
+    key: str
+    shape: tuple[int, ...]
+    dtype: str
+    masked: bool
+
+
 @dataclass(frozen=True)
 class EnvShape:
     """What the parent learns from a one-env probe of the environment, before any worker starts.
@@ -76,6 +168,10 @@ class EnvShape:
         has_mask: the env supplies action masks (``envs/spec.py``).
         has_teacher: the env has a scripted teacher (``make_teacher``).
         has_state: the env supports ``get_state``/``set_state``.
+        rewards_dtype: the dtype of the env's rewards (float32 for rlperf's, float64 for
+            gymnasium's).
+        infos: the numeric per-row ``infos`` keys of a reset and a step.
+        final_infos: those of a step, as ``infos["final_info"]`` has them.
     """
 
     rows_per_env: int
@@ -84,6 +180,9 @@ class EnvShape:
     has_mask: bool
     has_teacher: bool
     has_state: bool
+    rewards_dtype: str = np.dtype(np.float32).str
+    infos: tuple[InfoField, ...] = ()
+    final_infos: tuple[InfoField, ...] = ()
 
     @property
     def mask_width(self) -> int:
@@ -93,32 +192,40 @@ class EnvShape:
         return int(np.sum(cast(spaces.MultiDiscrete, space).nvec))  # masks are for these two
 
     @property
-    def action_dtype(self) -> np.dtype:
-        """Discrete actions as int64 (what the trainer samples); Box in the space's dtype."""
-        if isinstance(self.action_space, spaces.Box):
-            return np.dtype(self.action_space.dtype)
-        return np.dtype(np.int64)
+    def obs_leaves(self) -> list[tuple[Path, spaces.Space]]:
+        return space_leaves(self.observation_space, "observation")
+
+    @property
+    def action_leaves(self) -> list[tuple[Path, spaces.Space]]:
+        return space_leaves(self.action_space, "action")
 
 
 def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
     """The block of a multiprocess env with ``rows`` rows in all over ``num_workers`` workers."""
-    # Every space a pool carries (Box, Discrete, MultiDiscrete) has a shape.
-    obs_shape = cast(tuple[int, ...], shape.observation_space.shape)
-    obs_dtype = shape.observation_space.dtype
-    action_shape = cast(tuple[int, ...], shape.action_space.shape)
-    row_fields: list[tuple[str, tuple[int, ...], Any]] = [
-        ("obs", (rows, *obs_shape), obs_dtype),
-        ("actions", (rows, *action_shape), shape.action_dtype),
-        ("rewards", (rows,), np.float32),
+    row_fields: list[tuple[str, tuple[int, ...], Any]] = []
+    for path, leaf in shape.obs_leaves:
+        leaf_shape = cast(tuple[int, ...], leaf.shape)  # every leaf space has a shape
+        row_fields.append((leaf_name("obs", path), (rows, *leaf_shape), leaf.dtype))
+        row_fields.append((leaf_name("final_obs", path), (rows, *leaf_shape), leaf.dtype))
+    for path, leaf in shape.action_leaves:
+        row_fields.append((leaf_name("actions", path), (rows, *cast(tuple[int, ...], leaf.shape)),
+                           action_dtype(leaf)))  # fmt: skip
+    row_fields += [
+        ("rewards", (rows,), shape.rewards_dtype),
         ("terminations", (rows,), np.bool_),
         ("truncations", (rows,), np.bool_),
-        ("final_obs", (rows, *obs_shape), obs_dtype),
         ("final_flags", (rows,), np.bool_),
         ("episode_r", (rows,), np.float64),
         ("episode_l", (rows,), np.int64),
         ("episode_t", (rows,), np.float64),
         ("episode_flags", (rows,), np.bool_),
+        ("final_info_flags", (rows,), np.bool_),
     ]
+    for prefix, fields in (("info", shape.infos), ("final_info", shape.final_infos)):
+        for f in fields:
+            row_fields.append((f"{prefix}:{f.key}", (rows, *f.shape), f.dtype))
+            if f.masked:
+                row_fields.append((f"{prefix}:_{f.key}", (rows,), np.bool_))
     if shape.has_mask:
         row_fields.append(("mask", (rows, shape.mask_width), np.bool_))
     if shape.has_teacher:
@@ -127,7 +234,10 @@ def env_layout(shape: EnvShape, rows: int, num_workers: int) -> Layout:
         ("command", (num_workers,), np.int64),
         ("command_seq", (num_workers,), np.int64),
         ("done_seq", (num_workers,), np.int64),
-        ("finished", (num_workers,), np.bool_),  # some episode ended in the last step
+        ("has", (num_workers,), np.int8),  # HAS_* bits of the last step's infos
+        # Which of shape.infos / shape.final_infos the worker's last infos had in shared memory.
+        ("info_present", (num_workers, max(len(shape.infos), 1)), np.bool_),
+        ("final_info_present", (num_workers, max(len(shape.final_infos), 1)), np.bool_),
         ("busy_s", (num_workers,), np.float64),
         ("idle_s", (num_workers,), np.float64),
     ]

@@ -10,48 +10,71 @@
     env.send(actions)                                                      # for those rows
 
 Each worker builds ``num_envs / num_workers`` envs with the env's own factory (``make_vec``)
-and steps them as one numpy batch; results land in shared memory (``layout.py``) and the arrays
-returned here are views of it, valid until those rows are sent their next actions (copy what you
-keep). The contract is the serial envs' (``envs/cartpole.py``): gymnasium's vector API,
-``AutoresetMode.SAME_STEP``, ``infos["final_obs"]``/``"_final_obs"``,
-``infos["episode"]``/``"_episode"`` on steps where an episode ended, ``infos["action_mask"]``
-for masked envs; other ``infos`` keys a gymnasium env may add are not carried over.
+and steps them as one numpy batch; results land in shared memory (``layout.py``). By default
+(``copy=True``, as gymnasium's ``AsyncVectorEnv``) ``reset``/``step``/``recv`` return fresh
+arrays; with ``copy=False`` (the trainer's) they are views of the shared memory, valid until
+those rows are sent their next actions. The contract is the serial envs' (``envs/cartpole.py``):
+gymnasium's vector API, ``AutoresetMode.SAME_STEP``, ``infos["final_obs"]``/``"_final_obs"``
+(dense; rows not flagged are not part of the contract), ``"final_info"``/``"_final_info"``,
+``"episode"``/``"_episode"`` on steps where an episode ended, ``infos["action_mask"]`` for
+masked envs, and every other key the env gives: numeric per-row entries the probe saw travel in
+shared memory, anything else pickled on the worker's control channel on the steps it appears,
+so that the infos equal those of the serial envs of the same rows. Observations and actions:
+Box, Discrete, MultiDiscrete, MultiBinary and Tuple/Dict of those, batched as gymnasium's
+``batch_space``; a batch of actions of the wrong shape or dtype raises ValueError/TypeError.
 
 Seeds: worker ``w`` resets its share with ``seed + w * envs_per_worker``, the index of its
 first env. A gymnasium id's sub-env ``i`` is then seeded ``seed + i`` exactly as in the serial
 backend, so the two agree bit for bit; rlperf's own envs draw from one generator per vector env,
 so with ``W`` workers they equal ``W`` serial envs seeded that way (one worker: the serial env).
+``np_random_seed`` is the last reset's seed (for a gym id the sub-envs' seeds, as gymnasium's
+``SyncVectorEnv`` and the serial backend give them).
 
 Processes start with ``forkserver`` (``docs/workers.md``): never ``fork`` from a trainer whose
 torch and OpenMP threads are running (a forked child inherits their locks, not the threads).
 A failing worker raises :class:`WorkerError` in the parent on the next wait, naming the worker,
-its envs and the env's error; a killed worker is seen at once through its process sentinel.
+its envs and the env's error; a killed worker is seen at once through its process sentinel. A
+script that builds the env without an ``if __name__ == "__main__":`` guard is named as such: the
+worker re-importing it finds itself building an env and exits with :data:`MAIN_GUARD_EXIT`.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 import weakref
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
 import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.registry import check_env_name, factory_of, make_vec
+from rlperf.envs.registry import GYM_PREFIX, check_env_name, factory_of, make_vec
 from rlperf.envs.spec import ACTION_MASK_KEY, read_action_mask
 from rlperf.envs.workers import worker
 from rlperf.envs.workers.layout import (
     GET_STATE,
+    HAS_EPISODE,
+    HAS_EXTRA,
+    HAS_FINAL_INFO,
+    HAS_FINAL_OBS,
     RESET,
     SET_STATE,
     STEP,
     TEACHER,
     EnvShape,
+    InfoField,
+    Path,
+    assemble,
     env_layout,
+    leaf_name,
+    leaf_of,
+    space_leaves,
 )
 
 START_METHOD = "forkserver"
@@ -61,6 +84,15 @@ START_METHOD = "forkserver"
 DEFAULT_SPIN_US = 0.0
 START_TIMEOUT_S = 120.0
 JOIN_TIMEOUT_S = 1.0
+# A worker's exit status when it finds itself building an env while re-importing the user's
+# script: the script lacks its main guard (see _exit_missing_main_guard).
+MAIN_GUARD_EXIT = 86
+MAIN_GUARD_MESSAGE = (
+    "the script that builds MultiprocessVecEnv has no 'if __name__ == \"__main__\":' guard: "
+    "each worker process (started with forkserver) imports the script again, and without the "
+    "guard it builds the env again instead of stepping its share; put the code that builds and "
+    "runs the env under that guard"
+)
 
 
 class WorkerError(RuntimeError):
@@ -72,20 +104,54 @@ class ApiUsageError(RuntimeError):
 
 
 def probe(env_name: str, options: dict[str, Any]) -> EnvShape:
-    """Build one env in this process to learn its spaces, rows per env and capabilities."""
+    """Build one env in this process to learn its spaces, rows per env, capabilities and the
+    numeric ``infos`` keys (and rewards dtype) of a reset and of one step of sampled actions.
+
+    Raises:
+        UnsupportedSpaceError: a space the shared block cannot hold (``layout.space_leaves``).
+    """
     env = make_vec(env_name, 1, **options)
     try:
-        _, infos = env.reset()
+        _, reset_infos = env.reset(seed=0)
+        space_leaves(env.single_observation_space, "observation")
+        space_leaves(env.single_action_space, "action")
+        env.action_space.seed(0)
+        rows = int(env.num_envs)
+        _, rewards, _, _, step_infos = env.step(env.action_space.sample())
+        infos = _numeric_infos(reset_infos, rows)
+        infos.update(_numeric_infos(step_infos, rows))  # a step's dtype where they differ
+        final_infos = _numeric_infos(step_infos, rows)
+        final_infos.update(_numeric_infos(step_infos.get("final_info", {}), rows))
         return EnvShape(
-            rows_per_env=int(env.num_envs),
+            rows_per_env=rows,
             observation_space=env.single_observation_space,
             action_space=env.single_action_space,
-            has_mask=read_action_mask(env, infos) is not None,
+            has_mask=read_action_mask(env, reset_infos) is not None,
             has_teacher=callable(getattr(env, "make_teacher", None)),
             has_state=callable(getattr(env, "get_state", None)),
+            rewards_dtype=np.asarray(rewards).dtype.str,
+            infos=tuple(infos.values()),
+            final_infos=tuple(final_infos.values()),
         )
     finally:
         env.close()
+
+
+# infos keys the workers carry in their own arrays (or, for the mask, the env's mask array).
+CONTRACT_KEYS = frozenset({"final_obs", "final_info", "episode", ACTION_MASK_KEY})
+
+
+def _numeric_infos(infos: dict[str, Any], rows: int) -> dict[str, InfoField]:
+    """The entries of ``infos`` with one number (or fixed-shape numeric array) per row, other
+    than the contract's own keys and the ``_key`` masks."""
+    fields = {}
+    for key, value in infos.items():
+        if key.startswith("_") or key in CONTRACT_KEYS or not isinstance(value, np.ndarray):
+            continue
+        if value.dtype.kind in "biuf" and value.ndim >= 1 and value.shape[0] == rows:
+            fields[key] = InfoField(key, tuple(value.shape[1:]), value.dtype.str,
+                                    f"_{key}" in infos)  # fmt: skip
+    return fields
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -133,6 +199,10 @@ class MultiprocessVecEnv(VectorEnv):
             results as ``inline=False``; an error in its envs is reported as a worker's. Its
             busy seconds are counted; its idle seconds stay 0 (between commands the trainer
             is doing its own work, not waiting).
+        copy: return fresh arrays from ``reset``, ``step`` and ``recv`` (obs, rewards, flags,
+            infos), as gymnasium's ``AsyncVectorEnv(copy=True)``. False: views of the shared
+            block, valid until those rows are sent their next actions (the trainer's choice:
+            it copies each step into its rollout buffer anyway).
 
     Attributes:
         num_envs: rows (the grid: agents), as every rlperf vector env counts them.
@@ -152,7 +222,10 @@ class MultiprocessVecEnv(VectorEnv):
         spin_us: float = DEFAULT_SPIN_US,
         pin_cores: bool = False,
         inline: bool = False,
+        copy: bool = True,
     ) -> None:
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            _exit_missing_main_guard()
         check_env_name(env_name)
         options = dict(options or {})
         check_worker_sizes(num_envs, num_workers, batch_size)
@@ -162,6 +235,7 @@ class MultiprocessVecEnv(VectorEnv):
         self.rows_per_worker = self.envs_per_worker * shape.rows_per_env
         self.num_envs = self.rows_per_worker * num_workers
         self.workers_per_batch = (batch_size or num_envs) // self.envs_per_worker
+        self.copy = copy
         self.single_observation_space = shape.observation_space
         self.single_action_space = shape.action_space
         self.observation_space = batch_space(shape.observation_space, self.num_envs)
@@ -172,7 +246,12 @@ class MultiprocessVecEnv(VectorEnv):
         self._buffer = ctx.RawArray("b", layout.nbytes)
         self._views = views = layout.views(self._buffer)
         self._command, self._command_seq = views["command"], views["command_seq"]
-        self._done_seq, self._finished = views["done_seq"], views["finished"]
+        self._done_seq, self._has = views["done_seq"], views["has"]
+        self._info_present = views["info_present"]
+        self._final_info_present = views["final_info_present"]
+        self._extras: list[dict[str, Any] | None] = [None] * num_workers  # (worker.py, HAS_EXTRA)
+        self._check_actions = ActionCheck(shape.action_space, shape.action_leaves)
+        self._gym = env_name.startswith(GYM_PREFIX)
         if shape.has_mask:
             self.action_mask = views["mask"]
         if shape.has_teacher:
@@ -194,7 +273,7 @@ class MultiprocessVecEnv(VectorEnv):
         # The pipes' descriptors, read at every step (Connection.fileno() checks its state).
         self._command_fds: list[int] = []
         self._result_fds: list[int] = []
-        self._closed = False
+        self.closed = False
         self._local: worker.WorkerLoop | None = None  # worker 0 when inline
         self._local_code = worker.DONE
         self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._commands,
@@ -223,6 +302,7 @@ class MultiprocessVecEnv(VectorEnv):
             rows=(lo, lo + self.rows_per_worker),
             options=options,
             layout=layout,
+            shape=self.shape,
             buffer=self._buffer,
             spin_s=self._spin_s,
             **ends,
@@ -310,6 +390,8 @@ class MultiprocessVecEnv(VectorEnv):
         code = process.exitcode
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
         self.close()
+        if code == MAIN_GUARD_EXIT:
+            raise WorkerError(f"{self._describe(w)} died: {MAIN_GUARD_MESSAGE}")
         raise WorkerError(f"{self._describe(w)} died ({how})")
 
     # -- signalling ----------------------------------------------------------------------
@@ -340,6 +422,10 @@ class MultiprocessVecEnv(VectorEnv):
             self._fail(w, self._controls[w].recv(), doing)
         if not code:
             self._fail_dead(w)
+        if self._has[w] & HAS_EXTRA and self._command[w] in (STEP, RESET):
+            self._extras[w] = self._controls[w].recv()  # sent before the result byte
+        else:
+            self._extras[w] = None
         self._in_flight.remove(w)
         self._ready.append(w)
 
@@ -373,8 +459,8 @@ class MultiprocessVecEnv(VectorEnv):
         self.async_reset(seed=seed, options=options)
         self._wait(self.num_workers, "resetting")
         self._ready, self._waiting = [], list(range(self.num_workers))
-        infos = {ACTION_MASK_KEY: self._views["mask"]} if self.shape.has_mask else {}
-        return self._views["obs"], infos
+        obs, _, _, _, infos, _ = self._results_of(self._waiting)
+        return obs, infos
 
     def async_reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -383,6 +469,13 @@ class MultiprocessVecEnv(VectorEnv):
         self._check_open()
         if self._in_flight:
             self._wait(len(self._in_flight), "stepping")
+        if seed is not None:
+            # What np_random_seed reports (the workers' generators are their own): gymnasium's
+            # SyncVectorEnv of a gym id gives its sub-envs' seeds, as the serial backend does.
+            self._np_random, seed_of = seeding.np_random(seed)
+            seeds: Any = tuple(range(seed, seed + self.num_envs)) if self._gym else seed_of
+            self._np_random_seed = seeds
+            self.action_space.seed(seed)
         for w in range(self.num_workers):
             worker_seed = None if seed is None else seed + w * self.envs_per_worker
             self._controls[w].send((worker_seed, options))
@@ -408,6 +501,10 @@ class MultiprocessVecEnv(VectorEnv):
             env_ids: the rows to step, whole workers' rows from the last recv (default: all of
                 them). Rows left out stay parked until a later send (a rollout's envs that have
                 all their steps wait so for the next rollout).
+
+        Raises:
+            ValueError: ``actions`` is not ``(rows, *action_shape)`` (TypeError: not of the
+                action space's dtype kind); nothing is sent.
         """
         self._check_open()
         if env_ids is None:
@@ -427,12 +524,17 @@ class MultiprocessVecEnv(VectorEnv):
                 "first, and send once per recv"
             )
         batch = self._batch(workers)
-        actions = np.asarray(actions)
-        if actions.shape[:1] != batch.env_ids.shape:
-            raise ApiUsageError(
-                f"send() needs actions for {len(batch.env_ids)} rows, got shape {actions.shape}"
-            )
-        self._views["actions"][batch.rows] = actions
+        check = self._check_actions
+        if check.single is not None:  # not a Tuple or Dict: one array, checked inline
+            shape, kinds = check.single
+            actions = np.asarray(actions)
+            rows = len(batch.env_ids)
+            if actions.shape != (rows, *shape) or actions.dtype.kind not in kinds:
+                check(actions, rows)  # raises, naming what is wrong
+            self._views["actions"][batch.rows] = actions
+        else:
+            for name, leaf in check(actions, len(batch.env_ids)):
+                self._views[name][batch.rows] = leaf
         self._waiting = [w for w in self._waiting if w not in workers]
         self._signal(workers, STEP)
 
@@ -470,18 +572,74 @@ class MultiprocessVecEnv(VectorEnv):
 
     def _results_of(
         self, workers: list[int]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
         batch = self._batch(workers)
+        infos = self._infos_of(batch)
+        obs = batch.assemble(self.single_observation_space, "obs")
+        rewards, terminations, truncations = (
+            batch["rewards"], batch["terminations"], batch["truncations"])  # fmt: skip
+        if self.copy:
+            obs, rewards = copy_tree(obs), rewards.copy()
+            terminations, truncations = terminations.copy(), truncations.copy()
+            infos = copy_tree(infos)
+        return obs, rewards, terminations, truncations, infos, batch.env_ids.copy()
+
+    def _infos_of(self, batch: RowBatch) -> dict[str, Any]:
+        """The batch's ``infos`` as the serial env of the same rows gives them: views of the
+        shared block, or, when some worker sent entries on its control channel, each worker's
+        entries put together as gymnasium's ``SyncVectorEnv`` does (:func:`combine_infos`)."""
+        has = 0
+        for bits in self._has[batch.workers].tolist():  # a few workers: cheaper than a ufunc
+            has |= bits
+        if has & HAS_EXTRA:
+            return self._combined_infos(batch)
+        return self._shared_infos(batch, has)
+
+    def _shared_infos(self, batch: RowBatch, has: int) -> dict[str, Any]:
+        """The batch's ``infos`` entries in shared memory; ``has``: its workers' HAS_* bits."""
+        shape = self.shape
         infos: dict[str, Any] = {}
-        if self._finished[batch.workers].any():
-            infos["final_obs"], infos["_final_obs"] = batch["final_obs"], batch["final_flags"]
+        if shape.infos:
+            self._add_declared(infos, batch, shape.infos, "info", self._info_present)
+        if has & HAS_FINAL_OBS:
+            infos["final_obs"] = batch.assemble(self.single_observation_space, "final_obs")
+            infos["_final_obs"] = batch["final_flags"]
+        if has & HAS_FINAL_INFO:
+            final: dict[str, Any] = {}
+            self._add_declared(final, batch, shape.final_infos, "final_info",
+                               self._final_info_present)  # fmt: skip
+            infos["final_info"], infos["_final_info"] = final, batch["final_info_flags"]
+        if has & HAS_EPISODE:
             infos["episode"] = {"r": batch["episode_r"], "l": batch["episode_l"],
                                 "t": batch["episode_t"]}  # fmt: skip
             infos["_episode"] = batch["episode_flags"]
-        if self.shape.has_mask:
+        if shape.has_mask:
             infos[ACTION_MASK_KEY] = batch["mask"]
-        return (batch["obs"], batch["rewards"], batch["terminations"], batch["truncations"],
-                infos, batch.env_ids.copy())  # fmt: skip
+        return infos
+
+    @staticmethod
+    def _add_declared(infos: dict[str, Any], batch: RowBatch, fields: tuple[InfoField, ...],
+                      prefix: str, present: np.ndarray) -> None:  # fmt: skip
+        """The declared entries some worker of ``batch`` had (the others' rows are zeros)."""
+        had = present[batch.workers].any(axis=0)
+        for i, f in enumerate(fields):
+            if had[i]:
+                infos[f.key] = batch[f"{prefix}:{f.key}"]
+                if f.masked:
+                    infos[f"_{f.key}"] = batch[f"{prefix}:_{f.key}"]
+
+    def _combined_infos(self, batch: RowBatch) -> dict[str, Any]:
+        """The slow path of :meth:`_infos_of`, on steps where some worker's ``infos`` had an
+        entry that is not in shared memory: each worker's own ``infos`` (its rows' views and what
+        it sent), combined."""
+        blocks = []
+        for w in np.atleast_1d(np.arange(self.num_workers)[batch.workers]):
+            infos = self._shared_infos(self._batch([int(w)]), int(self._has[w]))
+            extra = self._extras[int(w)]
+            if extra:
+                merge_infos(infos, extra)
+            blocks.append(infos)
+        return combine_infos(blocks, self.rows_per_worker)
 
     # -- state, teacher, timing ----------------------------------------------------------
     def _check_all_waiting(self, doing: str) -> None:
@@ -546,14 +704,15 @@ class MultiprocessVecEnv(VectorEnv):
         return [p.pid for p in self._processes if p is not None]
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self.closed:
             raise ApiUsageError("the env is closed")
 
     def close(self, **kwargs: Any) -> None:
-        """Stop every worker (end-of-file on its command pipe, then terminate, then kill)."""
-        if self._closed:
+        """Stop every worker (end-of-file on its command pipe, then terminate, then kill);
+        ``closed`` is then True and a second call does nothing."""
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self._finalizer()
         if self._local is not None:
             self._local.env.close()
@@ -592,6 +751,125 @@ class RowBatch:
             return self._cached[name]
         return self._views[name][self.rows]
 
+    def assemble(self, space: spaces.Space, prefix: str) -> Any:
+        """The batch of ``space`` stored under ``prefix`` (``obs``, ``final_obs``) at these rows:
+        one array, or a tuple/dict of arrays for a Tuple/Dict space (``layout.assemble``)."""
+        if prefix in self._views:  # not a Tuple or Dict: the common case, one lookup
+            return self[prefix]
+        return assemble(space, _Rows(self), prefix)
+
+
+class _Rows:
+    """A :class:`RowBatch` as the mapping ``layout.assemble`` reads."""
+
+    def __init__(self, batch: RowBatch) -> None:
+        self.batch = batch
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.batch[name]
+
+
+class ActionCheck:
+    """A batch of actions for ``rows`` rows, checked once a step against the action space:
+    ValueError for a wrong shape, TypeError for a wrong dtype (or container), one line naming
+    the expected shape and dtype; gives the layout name of each leaf with its array."""
+
+    def __init__(self, space: spaces.Space, leaves: list[tuple[Path, spaces.Space]]) -> None:
+        self.space = space
+        self.structured = isinstance(space, (spaces.Tuple, spaces.Dict))
+        self.leaves = []
+        for path, leaf in leaves:
+            kinds, what = ("fiu", "float") if isinstance(leaf, spaces.Box) else (
+                ("iub", "integer or bool") if isinstance(leaf, spaces.MultiBinary)
+                else ("iu", "integer"))  # fmt: skip
+            shape = cast(tuple[int, ...], leaf.shape)
+            self.leaves.append((leaf_name("actions", path), path, shape, kinds, what, leaf))
+        # One array's row shape and dtype kinds: what send() checks inline on every step.
+        self.single = None if self.structured else (self.leaves[0][2], self.leaves[0][3])
+
+    def __call__(self, actions: Any, rows: int) -> list[tuple[str, np.ndarray]]:
+        container = dict if isinstance(self.space, spaces.Dict) else (tuple, list)
+        if self.structured and not isinstance(actions, container):
+            raise TypeError(
+                f"actions must be laid out as batch_space({self.space}) lays them out (a "
+                f"tuple or dict of arrays), got {type(actions).__name__}"
+            )
+        out = []
+        for name, path, shape, kinds, what, leaf in self.leaves:
+            if self.structured:
+                try:
+                    part = leaf_of(actions, path)
+                except (KeyError, IndexError, TypeError) as e:
+                    raise TypeError(
+                        f"actions must be laid out as batch_space({self.space}) lays them "
+                        f"out (a tuple or dict of arrays): no part {path} ({e})"
+                    ) from None
+            else:
+                part = actions
+            array = np.asarray(part)
+            expected = (rows, *shape)
+            if array.shape != expected or array.dtype.kind not in kinds:
+                where = "".join(f"[{p!r}]" for p in path)
+                wrong = (f"shape {array.shape}" if array.shape != expected
+                         else f"dtype {array.dtype}")  # fmt: skip
+                error = ValueError if array.shape != expected else TypeError
+                raise error(f"actions{where} must be a {expected} array of {what} dtype (one "
+                            f"{leaf} action per row), got {wrong}")  # fmt: skip
+            out.append((name, array))
+        return out
+
+
+def copy_tree(value: Any) -> Any:
+    """``value`` with every array copied (dicts and tuples rebuilt, anything else kept)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: copy_tree(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(copy_tree(v) for v in value)
+    return value
+
+
+def merge_infos(infos: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Add a worker's control-channel entries to the entries of its shared rows (nested dicts
+    such as ``final_info`` merged key by key)."""
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(infos.get(key), dict):
+            infos[key] = dict(infos[key])
+            merge_infos(infos[key], value)
+        else:
+            infos[key] = value
+
+
+def combine_infos(blocks: list[dict[str, Any]], rows: int) -> dict[str, Any]:
+    """One ``infos`` for consecutive blocks of ``rows`` rows each, built as gymnasium's
+    ``VectorEnv._add_info`` builds it from its sub-envs: an entry's array takes the dtype of the
+    first block that has it (zeros, or None for objects, where a block lacks it), and values of
+    later blocks are cast into it."""
+    total, out = rows * len(blocks), cast(dict[str, Any], {})
+    for b, block in enumerate(blocks):
+        _place(out, block, slice(b * rows, (b + 1) * rows), total)
+    return out
+
+
+def _place(out: dict[Any, Any], block: dict[Any, Any], rows: slice, total: int) -> None:
+    for key, value in block.items():
+        if isinstance(value, dict):
+            _place(out.setdefault(key, {}), value, rows, total)
+        elif isinstance(value, tuple):  # a Tuple space's final_obs: place each part
+            placed = out.get(key)
+            parts = dict(enumerate(placed)) if isinstance(placed, tuple) else {}
+            _place(parts, dict(enumerate(value)), rows, total)
+            out[key] = tuple(parts[i] for i in range(len(value)))
+        elif isinstance(value, np.ndarray) and value.ndim and len(value) == rows.stop - rows.start:
+            if key not in out:
+                trailing = (total, *value.shape[1:])
+                out[key] = (np.full(trailing, None, object) if value.dtype == object
+                            else np.zeros(trailing, value.dtype))  # fmt: skip
+            out[key][rows] = value
+        else:  # not one entry per row: nothing to place
+            out[key] = value
+
 
 class WorkersTeacher:
     """The grid teacher over workers: ``teacher(obs)`` with ``obs`` the env's last observation."""
@@ -619,6 +897,16 @@ def check_worker_sizes(num_envs: int, num_workers: int, batch_size: int) -> None
             f"env_batch_size {batch_size} must be a multiple of the envs per worker "
             f"({num_envs}/{num_workers} = {per_worker}) that divides num_envs {num_envs}"
         )
+
+
+def _exit_missing_main_guard() -> None:
+    """In a worker that is importing the user's script (multiprocessing sets ``_inheriting``
+    then) and reached a MultiprocessVecEnv: the script has no main guard. Say so on stderr and
+    exit with :data:`MAIN_GUARD_EXIT`, which the parent turns into its error message (otherwise
+    the worker would try to start workers of its own and die with exit 1)."""
+    sys.stderr.write(f"rlperf env worker: {MAIN_GUARD_MESSAGE}\n")
+    sys.stderr.flush()
+    os._exit(MAIN_GUARD_EXIT)
 
 
 def _shutdown(processes: list[Any], commands: list[Connection], results: list[Connection],

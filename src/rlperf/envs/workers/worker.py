@@ -32,7 +32,24 @@ from typing import Any, cast
 
 import numpy as np
 
-from rlperf.envs.workers.layout import GET_STATE, RESET, SET_STATE, STEP, TEACHER, Layout
+from rlperf.envs.spec import ACTION_MASK_KEY
+from rlperf.envs.workers.layout import (
+    GET_STATE,
+    HAS_EPISODE,
+    HAS_EXTRA,
+    HAS_FINAL_INFO,
+    HAS_FINAL_OBS,
+    RESET,
+    SET_STATE,
+    STEP,
+    TEACHER,
+    EnvShape,
+    InfoField,
+    Layout,
+    assemble,
+    leaf_name,
+    leaf_of,
+)
 
 PR_SET_PDEATHSIG = 1
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -51,6 +68,7 @@ class WorkerArgs:
     rows: tuple[int, int]  # first and one-past-last row of the shared arrays
     options: dict[str, Any]
     layout: Layout
+    shape: EnvShape  # the probe's: spaces, declared infos
     buffer: Any  # the shared RawArray
     commands: Connection  # read end: one byte per command; EOF when the parent is gone
     results: Connection  # write end: one byte per result
@@ -151,28 +169,49 @@ class WorkerLoop:
         if self.env.num_envs != hi - lo:
             raise ValueError(f"env built {self.env.num_envs} rows, the layout expects {hi - lo}")
         rows = slice(lo, hi)
-        self.obs, self.actions = views["obs"][rows], views["actions"][rows]
+        shape = args.shape
+        self.obs_leaves = [(path, views[leaf_name("obs", path)][rows])
+                           for path, _ in shape.obs_leaves]  # fmt: skip
+        self.final_obs_leaves = [(path, views[leaf_name("final_obs", path)][rows])
+                                 for path, _ in shape.obs_leaves]  # fmt: skip
+        self.action_leaves = [(path, views[leaf_name("actions", path)][rows])
+                              for path, _ in shape.action_leaves]  # fmt: skip
+        # A space that is one leaf (not a Tuple or Dict): the batch is that array itself.
+        self.obs = views["obs"][rows] if "obs" in views else None
+        named = {leaf_name("actions", path): v for path, v in self.action_leaves}
+        self.actions = assemble(shape.action_space, named, "actions")
         self.rewards = views["rewards"][rows]
         self.terminations, self.truncations = (
             views["terminations"][rows],
             views["truncations"][rows],
         )
-        self.final_obs, self.final_flags = views["final_obs"][rows], views["final_flags"][rows]
+        self.final_flags = views["final_flags"][rows]
         self.episode = {k: views[f"episode_{k}"][rows] for k in ("r", "l", "t")}
         self.episode_flags = views["episode_flags"][rows]
-        if hasattr(self.env, "obs_out"):  # the env writes its observations here (envs/spec.py)
+        self.final_info_flags = views["final_info_flags"][rows]
+        w = args.index
+        self.info_fields = InfoRows(shape.infos, "info", views, rows, views["info_present"][w])
+        self.final_info_fields = InfoRows(shape.final_infos, "final_info", views, rows,
+                                          views["final_info_present"][w])  # fmt: skip
+        # The infos keys this side writes into shared memory; any other goes on the control
+        # channel (HAS_EXTRA).
+        self.known = {"final_obs", "_final_obs", "final_info", "_final_info", "episode",
+                      "_episode", *self.info_fields.keys}  # fmt: skip
+        if shape.has_mask:
+            self.known |= {ACTION_MASK_KEY, f"_{ACTION_MASK_KEY}"}
+        if self.obs is not None and hasattr(self.env, "obs_out"):
+            # the env writes its observations here (envs/spec.py)
             cast(Any, self.env).obs_out = self.obs
         self.mask = views["mask"][rows] if "mask" in views else None
         self.teacher_out = views["teacher"][rows] if "teacher" in views else None
-        w = args.index
         self.command, self.command_seq = (
             views["command"][w : w + 1],
             views["command_seq"][w : w + 1],
         )
-        self.done_seq, self.finished = views["done_seq"][w : w + 1], views["finished"][w : w + 1]
+        self.done_seq, self.has = views["done_seq"][w : w + 1], views["has"][w : w + 1]
         self.busy_s, self.idle_s = views["busy_s"][w : w + 1], views["idle_s"][w : w + 1]
-        self._flags_set = False
-        self._teacher: Callable[[np.ndarray], np.ndarray] | None = None
+        self._had = 0  # the HAS_* bits of the last write (their rows' flags to clear)
+        self._teacher: Callable[[Any], np.ndarray] | None = None
 
     def _wait_command(self, seq: int) -> bool:
         """Wait for command ``seq``; False when the parent is gone (pipe at end of file)."""
@@ -237,23 +276,106 @@ class WorkerLoop:
 
     def _write(self, obs: Any, rewards: Any, terminations: Any, truncations: Any,
                infos: dict[str, Any]) -> None:  # fmt: skip
-        if obs is not self.obs:
-            self.obs[...] = obs
+        if self.obs is not None:
+            if obs is not self.obs:
+                self.obs[...] = obs
+        else:
+            for path, out in self.obs_leaves:
+                out[...] = leaf_of(obs, path)
         self.rewards[...] = rewards
         self.terminations[...] = terminations
         self.truncations[...] = truncations
-        finished = bool(infos) and "_final_obs" in infos
-        if finished:
-            flags = np.asarray(infos["_final_obs"], dtype=bool)
-            self.final_flags[...] = flags
-            self.final_obs[flags] = np.asarray(infos["final_obs"])[flags]
-            self.episode_flags[...] = infos["_episode"]
-            for key, out in self.episode.items():
-                out[...] = infos["episode"][key]
-        elif self._flags_set:
+        has, extra = 0, None
+        if infos:
+            if "_final_obs" in infos:
+                has |= HAS_FINAL_OBS
+                flags = np.asarray(infos["_final_obs"], dtype=bool)
+                self.final_flags[...] = flags
+                finals = infos["final_obs"]
+                for path, out in self.final_obs_leaves:
+                    out[flags] = np.asarray(leaf_of(finals, path))[flags]
+            if "_episode" in infos:
+                has |= HAS_EPISODE
+                self.episode_flags[...] = infos["_episode"]
+                for key, out in self.episode.items():
+                    out[...] = infos["episode"][key]
+            if "_final_info" in infos:
+                has |= HAS_FINAL_INFO
+                self.final_info_flags[...] = infos["_final_info"]
+                rest = self.final_info_fields.write_final(infos["final_info"])
+                if rest:
+                    extra = {"final_info": rest}
+            if not infos.keys() <= self.known:
+                extra = extra or {}
+                extra.update((k, v) for k, v in infos.items() if k not in self.known)
+        if self.info_fields.keys:
+            rest = self.info_fields.write(infos)
+            if rest:
+                extra = extra or {}
+                extra.update(rest)
+        # A part this write lacks, that the last one had: its rows as the serial env gives them
+        # when another sub-env finished (flags False, episode and final_info values 0), since
+        # another worker's rows may have it. final_obs rows that are not flagged are not part of
+        # the contract (docs/workers.md): left as they are.
+        lost = self._had & ~has
+        if lost & HAS_FINAL_OBS:
             self.final_flags[...] = False
+        if lost & HAS_EPISODE:
             self.episode_flags[...] = False
-        self._flags_set = finished
-        self.finished[0] = finished
+            for out in self.episode.values():
+                out[...] = 0
+        if lost & HAS_FINAL_INFO:
+            self.final_info_flags[...] = False
+            self.final_info_fields.write({})
         if self.mask is not None:
             self.mask[...] = self.read_mask(self.env, infos)
+        if extra:
+            # Last (nothing after it may fail and send an error instead), before the result
+            # byte: the parent reads it when it sees HAS_EXTRA.
+            self.args.control.send(extra)
+            has |= HAS_EXTRA
+        self._had = has
+        self.has[0] = has
+
+
+class InfoRows:
+    """One worker's rows of the numeric ``infos`` entries declared by the probe
+    (:class:`~rlperf.envs.workers.layout.InfoField`), and which of them its last write had."""
+
+    def __init__(self, fields: tuple[InfoField, ...], prefix: str,
+                 views: dict[str, np.ndarray], rows: slice,
+                 present: np.ndarray) -> None:  # fmt: skip
+        self.fields = fields
+        self.keys = {f.key for f in fields} | {f"_{f.key}" for f in fields if f.masked}
+        self.values = [views[f"{prefix}:{f.key}"][rows] for f in fields]
+        self.masks = [views[f"{prefix}:_{f.key}"][rows] if f.masked else None for f in fields]
+        self.present = present
+
+    def write(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """Write the declared entries of ``infos`` that fit (dtype, shape, mask as declared);
+        returns the declared ones that do not, for the control channel, with any undeclared
+        entry when these are a ``final_info`` (a top-level ``infos`` has its own)."""
+        rest: dict[str, Any] = {}
+        for i, f in enumerate(self.fields):
+            value, mask, out = infos.get(f.key), infos.get(f"_{f.key}"), self.values[i]
+            fits = (isinstance(value, np.ndarray) and value.dtype == out.dtype
+                    and value.shape == out.shape and (mask is not None) == f.masked)  # fmt: skip
+            if fits:
+                out[...] = value
+                if mask is not None:
+                    cast(np.ndarray, self.masks[i])[...] = mask
+            elif self.present[i]:  # absent here: zeros, as gymnasium's rows without the key
+                out[...] = 0
+                if f.masked:
+                    cast(np.ndarray, self.masks[i])[...] = False
+            self.present[i] = fits
+            if value is not None and not fits:
+                rest[f.key] = value
+                if mask is not None:
+                    rest[f"_{f.key}"] = mask
+        return rest
+
+    def write_final(self, final_info: dict[str, Any]) -> dict[str, Any]:
+        rest = self.write(final_info)
+        rest.update((k, v) for k, v in final_info.items() if k not in self.keys)
+        return rest
