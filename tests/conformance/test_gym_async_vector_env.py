@@ -36,7 +36,7 @@ BATCH = NUM_ENVS // NUM_WORKERS  # one worker's envs per recv
 
 @pytest.fixture(scope="module", params=ENV_NAMES)
 def async_env(request: pytest.FixtureRequest) -> Iterator[MultiprocessVecEnv]:
-    env = MultiprocessVecEnv(request.param, NUM_ENVS, NUM_WORKERS, batch_size=BATCH, seed=0)
+    env = make(request.param, "workers", batch_size=BATCH, seed=0)
     yield env
     env.close()
 
@@ -58,7 +58,7 @@ def check_batch(env, obs, rewards, terminations, truncations, infos, env_ids) ->
 @pytest.mark.parametrize("name", ENV_NAMES)
 def test_create_async_vector_env(name):
     """Test creating an async vector environment."""
-    env = MultiprocessVecEnv(name, NUM_ENVS, NUM_WORKERS, batch_size=BATCH)
+    env = make(name, "workers", batch_size=BATCH)
     assert env.num_envs in (NUM_ENVS, NUM_ENVS * 16)  # the grid: 16 agents per map
     env.close()
 
@@ -138,10 +138,12 @@ def test_copy_async_vector_env(async_env):
     """recv's arrays are fresh: a batch kept is not changed by the next recv of those rows."""
     env = async_env
     env.async_reset(seed=0)
-    kept = {}
-    for _ in range(NUM_WORKERS):
+    kept, batches = {}, []
+    for _ in range(NUM_WORKERS):  # every worker's first batch, before any is sent actions
         obs, rewards, terms, truncs, infos, env_ids = env.recv()
         kept[int(env_ids[0])] = (obs, obs.copy() if isinstance(obs, np.ndarray) else None)
+        batches.append(env_ids)
+    for env_ids in batches:
         env.send(env.action_space.sample()[env_ids], env_ids)
     for _ in range(NUM_WORKERS):
         obs, rewards, terms, truncs, infos, env_ids = env.recv()
@@ -156,7 +158,7 @@ def test_copy_async_vector_env(async_env):
 def test_no_copy_async_vector_env(name):
     """``copy=False`` returns views of the shared memory (the trainer's zero-copy path): the
     next step's observations are in the same memory."""
-    env = MultiprocessVecEnv(name, NUM_ENVS, NUM_WORKERS, seed=0, copy=False)
+    env = make(name, "workers", seed=0, copy=False)
     try:
         observations, infos = env.reset()
         step_obs = env.step(env.action_space.sample())[0]

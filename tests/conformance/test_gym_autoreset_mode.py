@@ -161,13 +161,11 @@ def test_make_vec_autoreset():
     )
 
 
-@pytest.mark.parametrize("backend", ["serial", "workers"])
 @pytest.mark.parametrize(
     "index", range(len(TESTING_SPACES)), ids=[f"space{i}" for i in range(len(TESTING_SPACES))]
 )
-def test_same_step_final_obs(index, backend):
-    if backend == "workers":
-        pytest.skip(REGISTERED_ONLY_HERE)
+def test_same_step_final_obs(index):
+    """Serially: the gym ids of the testing spaces exist in the test process only."""
     obs_space = TESTING_SPACES[index]
     if dynamic_part(obs_space) is not None:
         pytest.skip(

@@ -17,17 +17,19 @@ from conformance_envs import (
     SKIP_NEXT_STEP,
     action_sampler,
     compare_with_references,
+    concat,
     leaf,
+    make,
     per_row,
     references,
     take,
 )
 from conformance_spaces import TESTING_SPACES, dynamic_part, space_env_id
 from gymnasium.utils.env_checker import data_equivalence
+from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
 
 from rlperf.envs import make_vec
-from rlperf.envs.workers import MultiprocessVecEnv
 
 
 # gymnasium: async vs sync, with and without shared memory. Here: each backend against the
@@ -47,36 +49,39 @@ def test_async_vector_env_equal(name):
     """The asynchronous worker API (batches of one worker's envs through async_reset/recv/send)
     gives every row the same results, step for step, as its synchronous reference."""
     seed, steps = 3, 60
-    envs_per_worker = NUM_ENVS // NUM_WORKERS
-    env = MultiprocessVecEnv(name, NUM_ENVS, NUM_WORKERS, batch_size=envs_per_worker, seed=seed)
+    env = make(name, "workers", batch_size=NUM_ENVS // NUM_WORKERS, seed=seed)
     refs = references(name, "workers", NUM_ENVS, seed)
     try:
-        # The reference run: every row's results at every step count, from the same actions.
+        # The reference run: every row's results after t steps, from a table of actions.
         sampler = action_sampler(env, seed)
         table = [sampler.sample() for _ in range(steps)]
-        want: list[list[tuple]] = []  # want[t][k]: reference k's results after t steps
-        want.append([ref.reset(seed=ref_seed) for _, ref, ref_seed in refs])
+        want_obs = [concat([ref.reset(seed=ref_seed)[0] for _, ref, ref_seed in refs])]
+        want_arrays, want_infos = [None], [None]
         for t in range(steps):
-            want.append([ref.step(take(table[t], rows)) for rows, ref, _ in refs])
+            results = [ref.step(take(table[t], rows)) for rows, ref, _ in refs]
+            want_obs.append(concat([r[0] for r in results]))
+            want_arrays.append([concat([r[k] for r in results]) for k in (1, 2, 3)])
+            rows_infos = []
+            for (rows, _, _), r in zip(refs, results, strict=True):
+                rows_infos += per_row(r[4], rows.stop - rows.start)
+            want_infos.append(rows_infos)
 
         sent = np.zeros(env.num_envs, dtype=np.int64)  # steps sent to each row so far
-        finished = 0  # workers whose last step was checked
+        finished = 0  # batches whose last step was checked
         env.async_reset(seed=seed)
         while finished < NUM_WORKERS:
             obs, rewards, terminations, truncations, infos, env_ids = env.recv()
             t = int(sent[env_ids[0]])
             assert np.all(sent[env_ids] == t)
-            for k, (rows, _, _) in enumerate(refs):
-                if rows.start != env_ids[0]:
-                    continue
-                assert np.array_equal(env_ids, np.arange(rows.start, rows.stop))
-                got_arrays = (obs, rewards, terminations, truncations)
-                want_arrays = want[t][k][:4] if t > 0 else (want[0][k][0],)
-                for g, w in zip(got_arrays, want_arrays, strict=False):
-                    assert data_equivalence(leaf(g), leaf(w), exact=True), (rows, t)
-                if t > 0:
-                    got_rows = per_row(infos, len(env_ids))
-                    assert data_equivalence(got_rows, per_row(want[t][k][4], len(env_ids)))
+            what = f"rows {env_ids.tolist()} after {t} steps"
+            assert data_equivalence(leaf(obs), leaf(take(want_obs[t], env_ids)), exact=True), what
+            if t > 0:
+                got_arrays = (rewards, terminations, truncations)
+                for got, want in zip(got_arrays, want_arrays[t], strict=True):
+                    assert data_equivalence(leaf(got), leaf(want[env_ids]), exact=True), what
+                got_rows = per_row(infos, len(env_ids))
+                want_rows = [want_infos[t][i] for i in env_ids]
+                assert data_equivalence(got_rows, want_rows, exact=True), (what, got_rows)
             if t == steps:
                 finished += 1
                 continue
@@ -98,21 +103,16 @@ def test_vector_obs_action_spaces(case, shared_env):
     assert obs in envs.observation_space
 
 
-@pytest.mark.parametrize("backend", ["serial", "workers"])
 @pytest.mark.parametrize(
     "index", range(len(TESTING_SPACES)), ids=[f"space{i}" for i in range(len(TESTING_SPACES))]
 )
-def test_vector_obs_action_spaces_gym_ids(index, backend, num_envs=3):
+def test_vector_obs_action_spaces_gym_ids(index, num_envs=3):
     """gymnasium's test over its testing spaces, through ``gym:`` ids observing and acting in
-    each space. Spaces without a fixed shape (Graph, Sequence, OneOf, Text) are refused at
-    construction, naming the space (gymnasium's AsyncVectorEnv with shared memory refuses them
-    too)."""
+    each space, serially (the ids are registered in the test process only; worker processes do
+    not have them: test_structured_spaces_on_workers). Spaces without a fixed shape (Graph,
+    Sequence, OneOf, Text) are refused at construction, naming the space (gymnasium's
+    AsyncVectorEnv with shared memory refuses them too)."""
     space = TESTING_SPACES[index]
-    if backend == "workers":
-        pytest.skip(
-            "the gym ids of the testing spaces are registered in the test process only; worker "
-            "processes do not have them"
-        )
     name = GYM_PREFIX + space_env_id(index)
     dynamic = dynamic_part(space)
     if dynamic is not None:
@@ -217,3 +217,18 @@ def test_action_count_compatibility(case, shared_env):
     # Test with scalar action (should raise error for vector env)
     with pytest.raises(TypeError):
         envs.step(0)
+
+
+def test_structured_spaces_on_workers():
+    """What the testing spaces' gym ids check serially, for the worker backend: a Tuple
+    observation space (Blackjack) batched as gymnasium's batch_space does, on 2 workers."""
+    envs = make("gym:Blackjack-v1", "workers")
+    try:
+        assert envs.observation_space == batch_space(envs.single_observation_space, NUM_ENVS)
+        obs, _ = envs.reset(seed=0)
+        assert obs in envs.observation_space
+        for _ in range(10):
+            obs, *_ = envs.step(envs.action_space.sample())
+            assert obs in envs.observation_space
+    finally:
+        envs.close()

@@ -16,6 +16,8 @@ from conformance_envs import ReferenceEnv, action_sampler
 from gymnasium import spaces
 
 torch = pytest.importorskip("torch")
+# gymnasium's array conversion needs array_api_compat (gymnasium's test skips without it too)
+pytest.importorskip("array_api_compat", reason="gymnasium's NumpyToTorch needs array_api_compat")
 from gymnasium.wrappers.vector import NumpyToTorch  # noqa: E402
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conformance_envs import ReferenceEnv, action_sampler
+from conformance_envs import ReferenceEnv, action_sampler, wrap_observations
 from gymnasium import spaces, wrappers
 
 UNIFORM_ONLY = (
@@ -33,8 +33,8 @@ def test_normalization():
 def test_wrapper_equivalence(case, shared_env, n_steps: int = 100):
     """gymnasium compares the vector wrapper with a per-env one; here the wrapper over the env
     with the wrapper over its reference (same rows): equal statistics and observations."""
-    vec_env = wrappers.vector.NormalizeObservation(box_env(shared_env))
-    ref_env = wrappers.vector.NormalizeObservation(ReferenceEnv(*case))
+    vec_env = wrap_observations(wrappers.vector.NormalizeObservation, box_env(shared_env))
+    ref_env = wrap_observations(wrappers.vector.NormalizeObservation, ReferenceEnv(*case))
     try:
         sampler = action_sampler(vec_env, 123)
         assert np.array_equal(vec_env.reset(seed=123)[0], ref_env.reset(seed=123)[0])
@@ -49,7 +49,7 @@ def test_wrapper_equivalence(case, shared_env, n_steps: int = 100):
 
 
 def test_update_running_mean(case, shared_env):
-    env = wrappers.vector.NormalizeObservation(box_env(shared_env))
+    env = wrap_observations(wrappers.vector.NormalizeObservation, box_env(shared_env))
 
     # Default value is True
     assert env.update_running_mean
@@ -81,7 +81,7 @@ def test_update_running_mean(case, shared_env):
 
 
 def test_observation_space_and_dtype(case, shared_env):
-    vec_env = wrappers.vector.NormalizeObservation(box_env(shared_env))
+    vec_env = wrap_observations(wrappers.vector.NormalizeObservation, box_env(shared_env))
 
     assert vec_env.single_observation_space.dtype == np.float32
     assert np.all(vec_env.single_observation_space.low == -np.inf)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conformance_envs import ReferenceEnv, action_sampler
+from conformance_envs import ReferenceEnv, action_sampler, wrap_observations
 from gymnasium import spaces, wrappers
 
 
@@ -29,8 +29,11 @@ def plus_100(x: np.ndarray) -> np.ndarray:
 
 def test_transform(case, shared_env):
     space = box_space(shared_env)
-    vec_env = wrappers.vector.TransformObservation(
-        shared_env, func=plus_100, single_observation_space=shifted(space, 100)
+    vec_env = wrap_observations(
+        wrappers.vector.TransformObservation,
+        shared_env,
+        func=plus_100,
+        single_observation_space=shifted(space, 100),
     )
     reference = ReferenceEnv(*case)
     try:
@@ -49,8 +52,11 @@ def test_transform(case, shared_env):
 def test_observation_space_from_single_observation_space(case, shared_env):
     space = box_space(shared_env)
     n_envs = shared_env.num_envs
-    vec_env = wrappers.vector.TransformObservation(
-        shared_env, func=plus_100, single_observation_space=shifted(space, 100)
+    vec_env = wrap_observations(
+        wrappers.vector.TransformObservation,
+        shared_env,
+        func=plus_100,
+        single_observation_space=shifted(space, 100),
     )
 
     # Check observation space
@@ -75,7 +81,8 @@ def test_warning_on_mismatched_single_observation_space(case, shared_env):
         Warning,
         match=r"the observation space and the batched single observation space don't match as expected",  # noqa: E501
     ):
-        wrappers.vector.TransformObservation(
+        wrap_observations(
+            wrappers.vector.TransformObservation,
             shared_env,
             func=plus_100,
             observation_space=spaces.Box(

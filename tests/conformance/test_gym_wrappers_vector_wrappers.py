@@ -23,6 +23,7 @@ from conformance_envs import (
     action_sampler,
     leaf,
     per_row,
+    wrap_observations,
 )
 from gymnasium import spaces, wrappers
 from gymnasium.utils.env_checker import data_equivalence
@@ -91,7 +92,7 @@ def test_vector_wrapper_equivalence(
     if kwargs is None:
         pytest.skip(f"{wrapper_name} {why}")
     vector_wrapper = getattr(wrappers.vector, wrapper_name)
-    wrapper_vector_env = vector_wrapper(shared_env, **kwargs)
+    wrapper_vector_env = wrap_observations(vector_wrapper, shared_env, **kwargs)
     if name.startswith(GYM_PREFIX):
         env_wrapper = getattr(wrappers, wrapper_name)
         vector_wrapper_env = gym.wrappers.vector.RecordEpisodeStatistics(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from conformance_envs import wrap_observations
 from gymnasium import spaces
 
 
@@ -38,7 +39,8 @@ def test_vectorize_dict_to_box_obs(case, shared_env):
     if not isinstance(space, spaces.Box) or len(space.shape) != 1:
         pytest.skip(f"splits a one-dimensional Box observation, not {space}")
     size = space.shape[0]
-    envs = gym.wrappers.vector.VectorizeTransformObservation(
+    envs = wrap_observations(
+        gym.wrappers.vector.VectorizeTransformObservation,
         shared_env,
         wrapper=gym.wrappers.TransformObservation,
         func=lambda x: {"key1": x[0:1], "key2": x[1:]},
