@@ -45,12 +45,14 @@ except ImportError as e:  # one line, naming the extra that installs it
 
 
 def _row(batch: Any, i: int) -> Any:
-    """Row ``i`` of a batch (an array, or a tuple/dict of them), copied."""
+    """Row ``i`` of a batch (an array, or a tuple/dict of them): an array row copied (the
+    batch may be a view the next step overwrites), a scalar row as a numpy scalar."""
     if isinstance(batch, tuple):
         return tuple(_row(b, i) for b in batch)
     if isinstance(batch, dict):
         return {k: _row(v, i) for k, v in batch.items()}
-    return np.array(batch[i])
+    value = batch[i]
+    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def _item(value: Any) -> Any:
@@ -66,7 +68,7 @@ def _add_rows(rows: list[dict[str, Any]], infos: dict[str, Any], skip: Iterable[
         if key.startswith("_") or key in skipped:
             continue
         mask = infos.get("_" + key)
-        where = np.flatnonzero(mask) if mask is not None else range(len(rows))
+        where: Iterable[Any] = np.flatnonzero(mask) if mask is not None else range(len(rows))
         for i in where:
             if isinstance(value, dict):
                 nested: list[dict[str, Any]] = [{} for _ in rows]
@@ -133,16 +135,17 @@ class Sb3VecEnv(VecEnv):
         if dones.any():
             _add_rows(rows, infos, ("final_obs", "episode", "final_info"))
             final_obs, episode = infos.get("final_obs"), infos.get("episode")
+            # The finished episodes' last infos (gymnasium's final_info), where the row's own
+            # infos (those of its next episode's first observation) do not have the key.
+            finals: list[dict[str, Any]] = [{} for _ in rows]
+            if isinstance(infos.get("final_info"), dict):
+                _add_rows(finals, infos["final_info"], ())
             for i in np.flatnonzero(dones):
                 if final_obs is not None:
                     rows[i]["terminal_observation"] = _row(final_obs, int(i))
                 if episode is not None:
                     rows[i]["episode"] = {k: _item(v[i]) for k, v in episode.items()}
-                final_info = infos.get("final_info")
-                if isinstance(final_info, dict):
-                    nested: list[dict[str, Any]] = [{} for _ in rows]
-                    _add_rows(nested, final_info, ())
-                    rows[i].update({k: v for k, v in nested[i].items() if k not in rows[i]})
+                rows[i].update({k: v for k, v in finals[i].items() if k not in rows[i]})
         else:
             _add_rows(rows, infos, ())
         return obs, np.asarray(rewards, dtype=np.float32), dones, rows
