@@ -398,8 +398,8 @@ def test_bad_action_batches_raise_one_line_naming_shape_and_dtype(case: tuple) -
     n = env.num_envs
     good = np.zeros(n, dtype=np.int64)
     bad: list[tuple[Any, type[Exception]]] = [
-        (np.int64(1), ValueError),  # a scalar used to step every env (cartpole, catch)
-        (1, ValueError),
+        (np.int64(1), TypeError),  # a scalar used to step every env (cartpole, catch)
+        (1, TypeError),  # as gymnasium: a scalar is no batch
         (np.zeros(n + 1, dtype=np.int64), ValueError),  # IndexError before (petri, robots)
         (np.zeros(max(n - 1, 1) if n > 2 else 1, dtype=np.int64), ValueError),
         (np.zeros((n, 1), dtype=np.int64), ValueError),

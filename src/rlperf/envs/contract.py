@@ -69,6 +69,8 @@ class ActionCheck:
         if self._children is not None:
             return self._structured(actions)
         batch = np.asarray(actions)
+        if batch.ndim == 0 and self._shape:  # as gymnasium: a scalar is no batch (TypeError)
+            raise TypeError(f"actions must be {self._expected()}, got a scalar")
         if batch.shape != self._shape:
             raise ValueError(f"actions must be {self._expected()}, got shape {batch.shape}")
         if batch.dtype.kind not in self._kinds:

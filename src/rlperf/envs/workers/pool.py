@@ -50,6 +50,7 @@ from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.error import ClosedEnvironmentError
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -101,6 +102,10 @@ class WorkerError(RuntimeError):
 
 class ApiUsageError(RuntimeError):
     """``send``/``recv``/``step`` called out of order."""
+
+
+class EnvClosedError(ApiUsageError, ClosedEnvironmentError):
+    """A call on a closed env: gymnasium's error for it, and an :class:`ApiUsageError`."""
 
 
 def probe(env_name: str, options: dict[str, Any]) -> EnvShape:
@@ -705,7 +710,7 @@ class MultiprocessVecEnv(VectorEnv):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ApiUsageError("the env is closed")
+            raise EnvClosedError("the env is closed: build a new MultiprocessVecEnv")
 
     def close(self, **kwargs: Any) -> None:
         """Stop every worker (end-of-file on its command pipe, then terminate, then kill);
@@ -808,6 +813,8 @@ class ActionCheck:
                 part = actions
             array = np.asarray(part)
             expected = (rows, *shape)
+            if array.ndim == 0:  # as gymnasium: a scalar is the wrong type for a batch
+                raise TypeError(f"actions must be a {expected} array of {what} dtype, got a scalar")
             if array.shape != expected or array.dtype.kind not in kinds:
                 where = "".join(f"[{p!r}]" for p in path)
                 wrong = (f"shape {array.shape}" if array.shape != expected
