@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rlperf import native
 from rlperf.cli import main
 from rlperf.config import ConfigError
 from rlperf.profiling import worker_split
@@ -175,10 +176,14 @@ def test_compare_serial_against_workers_end_to_end(tmp_path, capsys):
     assert "env: step | send+recv" in out and "only in B" in out
     saved = json.loads((tmp_path / "compare.json").read_text())
     assert ENV_PHASE in {f["name"] for f in saved["figures"]}
+    # With the fused rollout kernel, serial cartpole (A) hands its actions to no host copy:
+    # device_to_host is B's alone (ppo/fused_rollout.py).
+    fused = {("rollout/device_to_host", "B")} if native.rollout_available() else set()
     assert {(o["name"], o["side"]) for o in saved["one_sided"]} == {
         ("rollout/env_step", "A"),
         ("rollout/env_send", "B"),
         ("rollout/env_recv", "B"),
+        *fused,
     }
     assert saved["explanation"][0]["section"] == ENV_PHASE
     assert "env workers (B, 2): the slowest worker was busy" in out
