@@ -8,6 +8,7 @@ import pstats
 import numpy as np
 import pytest
 
+from rlperf import native
 from rlperf.cli import EXIT_INTERRUPTED, main
 from rlperf.envs import register, unregister
 from rlperf.envs.cartpole import CartPoleVec
@@ -46,7 +47,9 @@ def test_profile_prints_the_breakdown_and_writes_a_valid_report(tmp_path, capsys
     assert out.count("Rollout Timing Profile") == 2
     assert "iterations 4-6" in out
     block = out.split("iterations 1-3")[1].split("=" * 60 + "\n", 2)[1]
-    for label in ("rollout total", "student forward", "actions to host", "env step",
+    # The fused rollout's actions never leave its kernel: no "actions to host" there.
+    to_host = () if native.rollout_available() else ("actions to host",)
+    for label in ("rollout total", "student forward", *to_host, "env step",
                   "replay store", "other"):  # fmt: skip
         assert label in block
     assert "teacher" not in block  # no teacher on CartPole
@@ -57,8 +60,13 @@ def test_profile_prints_the_breakdown_and_writes_a_valid_report(tmp_path, capsys
     assert report["run"]["config"]["env"]["num_envs"] == 8
     names = {e["name"] for e in report["sections"]}
     assert TRAINER_SECTIONS <= names
-    assert all(e["cpu_peak_mb"] is not None and e["gpu_peak_mb"] is None
-               for e in report["sections"])  # fmt: skip
+    # A section a C kernel timed (Profiler.record) has no memory peak of its own: None.
+    recorded = {"rollout/policy_forward", "rollout/env_step", "rollout/buffer_store",
+                "rollout/truncation_bootstrap", "update/loss", "update/backward",
+                "update/optimizer_step"}  # fmt: skip
+    assert all((e["cpu_peak_mb"] is not None or e["name"] in recorded)
+               and e["gpu_peak_mb"] is None for e in report["sections"])  # fmt: skip
+    assert all(e["cpu_peak_mb"] is not None for e in report["sections"] if "/" not in e["name"])
     assert report["memory"]["cpu_peak_rss_mb"] > 0
     assert report["run"]["instrumentation"] == ["memory"]
 
@@ -74,7 +82,14 @@ def test_torch_profiler_trace_is_json_with_the_section_names(tmp_path, capsys):
     (trace,) = trace_dir.glob("*.pt.trace.json")  # repeat=1: exactly one cycle
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e.get("name") for e in events}
-    assert TRAINER_SECTIONS <= names
+    # Sections a C kernel times itself (the fused rollout's, the native update's) reach the
+    # breakdown through Profiler.record, not torch.profiler: the trace has their parents.
+    in_kernels = (
+        {n for n in TRAINER_SECTIONS if n.count("/") == 1}
+        if (native.rollout_available() or native.update_available())
+        else set()
+    )
+    assert TRAINER_SECTIONS - in_kernels <= names
     assert any(str(n).startswith("ProfilerStep#") for n in names)
 
 
