@@ -26,15 +26,15 @@ run as JSON.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+
+from rlperf.bench.harness import busy_processes
 
 WORKLOADS = {
     "cartpole": ["--env", "cartpole"],
@@ -47,18 +47,6 @@ VARIANTS = {
     "threads2": ["--threads", "2", "--no-adapt-threads"],
     "base": [],
 }
-
-
-@contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[None]:
-    """``count`` processes that keep a core busy each until the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 def run_train(flags: list[str], src: str | None, total: int, wall_s: float, tmp: Path) -> dict:

@@ -37,7 +37,6 @@ the gate's statistics (docs/benchmarks.md), from synthetic samples, in seconds.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -47,11 +46,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rlperf.bench.gate import round_log_ratio
+from rlperf.bench.harness import busy_processes
 
 RUN_BUDGET_S = 300.0  # the issue's limit on one gate run, seconds
 
@@ -279,18 +278,6 @@ def power_table(seed: int = 0) -> str:
         rates = [family_false_alarm_rate(cases, 0.95, 6, h) for h in (20, 30, 40)]
         lines.append(f"| {cases} | " + " | ".join(f"{r:.2%}" for r in rates) + " |")
     return "\n".join(lines)
-
-
-@contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[None]:
-    """``count`` processes that keep a core busy each until the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 def main() -> int:

@@ -75,9 +75,10 @@ def test_rates_are_family_wise_over_the_cases() -> None:
 def test_busy_processes_run_through_the_block_and_are_gone_after() -> None:
     import psutil
 
-    script = load_script()
+    from rlperf.bench.harness import busy_processes
+
     before = {p.pid for p in psutil.Process().children()}
-    with script.busy_processes(2):
+    with busy_processes(2):
         spinners = [p for p in psutil.Process().children() if p.pid not in before]
         assert len(spinners) == 2 and all(p.is_running() for p in spinners)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in spinners)

@@ -21,8 +21,10 @@ forked OpenMP thread pool can hang the child.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -53,6 +55,19 @@ def abba(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
             yield r, name
+
+
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """``count`` processes that keep a core busy each (pure-Python spin loops, as a CI runner's
+    other jobs or a laptop's browser would) until the block ends."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def spread(values: list[float], fmt: str = ".3f", unit: str = "") -> str:
