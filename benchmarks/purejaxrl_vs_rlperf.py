@@ -6,10 +6,14 @@ rlperf on CartPole-v1: steady-state SPS and time from a fresh process to a retur
         --total-steps 200000 --out runs/purejaxrl.json
 
 PureJaxRL needs jax on the CPU, which this project does not depend on. Install it into its own
-environment (gymnax pins gymnasium 1.3; rlperf's tests need 1.4) and point ``--jax-python`` at it
-(default: ``.venv-jax/bin/python`` beside this repository's root, if it exists)::
+environment (gymnax brings a gymnasium of its own choosing; rlperf's tests need 1.4) and point
+``--jax-python`` at it (default: ``.venv-jax/bin/python`` beside this repository's root, if it
+exists)::
 
-    python -m venv .venv-jax && .venv-jax/bin/pip install jax flax optax gymnax distrax
+    python -m venv .venv-jax && .venv-jax/bin/pip install jax flax optax distrax "gymnax==0.0.9"
+
+(gymnax 1.0 changed ``step``'s return, which ``ppo.py``'s wrappers unpack: benchmarks/purejaxrl/
+README.md.)
 
 The same PPO work on both sides: 64x64 tanh actor and critic, ``update_epochs`` 4 x 4
 minibatches, clip 0.2, GAE 0.99/0.95, entropy 0.01, value 0.5, grad-norm clip 0.5, Adam with

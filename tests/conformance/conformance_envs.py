@@ -271,10 +271,6 @@ KNOWN_DIFFERENCES = {
         "that row just reset), rlperf's workers take each worker's first row: rows of worker 1 "
         "keep 1/3 where gymnasium has 0 (open, docs/workers.md)"
     ),
-    ("gym:Blackjack-v1", "*", "final_obs_split"): (
-        "rlperf's final_obs of a Tuple space is the batch's tuple of arrays (one dense batch, "
-        "docs/workers.md), which gymnasium's DictInfoToList asserts is an array per key"
-    ),
 }
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from conformance_envs import EPISODE_STEPS, SKIP_NO_ENV, action_sampler, skip_known_difference
+from conformance_envs import EPISODE_STEPS, SKIP_NO_ENV, action_sampler
 from gymnasium.wrappers.vector import DictInfoToList
 
 
 def test_usage_in_vector_env(case, shared_env):
-    skip_known_difference(*case, "final_obs_split")
     env = gym.make("CartPole-v1", disable_env_checker=True)
     vector_env = DictInfoToList(shared_env)
 

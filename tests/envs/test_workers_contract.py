@@ -292,17 +292,22 @@ def test_bad_action_batches_name_the_expected_shape_and_dtype(actions, error, ma
 def test_tuple_actions_are_checked_per_part():
     from gymnasium import spaces
 
-    from rlperf.envs.workers.layout import space_leaves
-    from rlperf.envs.workers.pool import ActionCheck
+    from rlperf.envs.workers.layout import leaf_name, space_leaves
+    from rlperf.envs.workers.pool import ActionRows
 
     space = spaces.Tuple((spaces.Discrete(2), spaces.Box(-1, 1, (2,))))
-    check = ActionCheck(space, space_leaves(space, "action"))
-    ok = check((np.zeros(3, np.int64), np.zeros((3, 2), np.float32)), 3)
-    assert [name for name, _ in ok] == ["actions/0", "actions/1"]
+    leaves = space_leaves(space, "action")
+    views = {leaf_name("actions", (0,)): np.full(5, -1, np.int64),
+             leaf_name("actions", (1,)): np.zeros((5, 2), np.float32)}  # fmt: skip
+    writer = ActionRows(space, leaves, views)
+    writer.write((np.ones(3, np.int64), np.full((3, 2), 0.5, np.float32)), slice(1, 4), 3)
+    assert views["actions/0"].tolist() == [-1, 1, 1, 1, -1]
+    assert views["actions/1"][1:4].tolist() == [[0.5, 0.5]] * 3
     with pytest.raises(ValueError, match=r"actions\[1\] must be a \(3, 2\) array of float"):
-        check((np.zeros(3, np.int64), np.zeros((3, 3), np.float32)), 3)
-    with pytest.raises(TypeError, match="tuple or dict of arrays"):
-        check(np.zeros(3, np.int64), 3)
+        writer.write((np.zeros(3, np.int64), np.zeros((3, 3), np.float32)), slice(0, 3), 3)
+    with pytest.raises(TypeError, match="tuple of 2 batches"):
+        writer.write(np.zeros(3, np.int64), slice(0, 3), 3)
+    assert views["actions/0"].tolist() == [-1, 1, 1, 1, -1]  # a refused batch writes nothing
 
 
 def test_close_sets_closed_and_is_idempotent():

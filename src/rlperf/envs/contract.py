@@ -10,10 +10,16 @@
   MultiDiscrete, MultiBinary, and Dict/Tuple of those); Graph, Sequence, OneOf and Text are
   refused at construction with one line naming the space and, where one exists, the wrapper
   that gives it a fixed-size form.
+- :func:`final_obs_rows`: ``infos["final_obs"]`` of a ``gym:`` id's Dict or Tuple observation
+  space as gymnasium gives it, an object array of each finished row's observation (None
+  elsewhere). Spaces batched into one array keep rlperf's dense ``final_obs`` (the critic takes
+  it whole); the trainer takes no Dict/Tuple observations, so there gymnasium's own form costs
+  nothing and its info wrappers (``DictInfoToList``) can split it.
 """
 
 from __future__ import annotations
 
+import copy
 import operator
 from typing import Any
 
@@ -22,6 +28,7 @@ from gymnasium import spaces
 from gymnasium.spaces.utils import flatten_space
 from gymnasium.utils import seeding
 from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import iterate
 
 from rlperf.envs.spec import UnsupportedSpaceError
 
@@ -53,15 +60,16 @@ class ActionCheck:
     is, for the message (``"env"``; the grid says ``"agent row (3 maps x 5 agents)"``).
     """
 
-    __slots__ = ("_shape", "_kinds", "_dtype_name", "_per", "_children", "_space")
+    __slots__ = ("_shape", "_kinds", "_dtype_name", "_per", "_children", "_space", "_name")
 
-    def __init__(self, space: spaces.Space, per: str = "env") -> None:
-        self._space, self._per = space, per
+    def __init__(self, space: spaces.Space, per: str = "env", name: str = "actions") -> None:
+        self._space, self._per, self._name = space, per, name
         self._children: dict[Any, ActionCheck] | None = None
-        if isinstance(space, spaces.Dict):
-            self._children = {k: ActionCheck(s, per) for k, s in space.spaces.items()}
-        elif isinstance(space, spaces.Tuple):
-            self._children = {i: ActionCheck(s, per) for i, s in enumerate(space.spaces)}
+        if isinstance(space, spaces.Dict | spaces.Tuple):
+            parts = (
+                space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)
+            )
+            self._children = {k: ActionCheck(s, per, f"{name}[{k!r}]") for k, s in parts}
         self._shape = space.shape
         self._kinds, self._dtype_name = _kinds(space)
 
@@ -70,11 +78,11 @@ class ActionCheck:
             return self._structured(actions)
         batch = np.asarray(actions)
         if batch.ndim == 0 and self._shape:  # as gymnasium: a scalar is no batch (TypeError)
-            raise TypeError(f"actions must be {self._expected()}, got a scalar")
+            raise TypeError(f"{self._name} must be {self._expected()}, got a scalar")
         if batch.shape != self._shape:
-            raise ValueError(f"actions must be {self._expected()}, got shape {batch.shape}")
+            raise ValueError(f"{self._name} must be {self._expected()}, got shape {batch.shape}")
         if batch.dtype.kind not in self._kinds:
-            raise TypeError(f"actions must be {self._expected()}, got dtype {batch.dtype}")
+            raise TypeError(f"{self._name} must be {self._expected()}, got dtype {batch.dtype}")
         return batch
 
     def _expected(self) -> str:
@@ -95,20 +103,32 @@ class ActionCheck:
         assert children is not None
         if isinstance(self._space, spaces.Dict):
             if not isinstance(actions, dict):
-                raise TypeError(f"actions must be a dict with keys {list(children)} for "
+                raise TypeError(f"{self._name} must be a dict with keys {list(children)} for "
                                 f"{self._space}, got {type(actions).__name__}")  # fmt: skip
             if set(actions) != set(children):
                 raise ValueError(
-                    f"actions must have the keys {list(children)}, got {list(actions)}"
+                    f"{self._name} must have the keys {list(children)}, got {list(actions)}"
                 )
             return {k: check(actions[k]) for k, check in children.items()}
         if not isinstance(actions, tuple | list):
-            raise TypeError(f"actions must be a tuple of {len(children)} batches for "
+            raise TypeError(f"{self._name} must be a tuple of {len(children)} batches for "
                             f"{self._space}, got {type(actions).__name__}")  # fmt: skip
         if len(actions) != len(children):
-            raise ValueError(f"actions must be a tuple of {len(children)} batches, got "
+            raise ValueError(f"{self._name} must be a tuple of {len(children)} batches, got "
                              f"{len(actions)}")  # fmt: skip
         return tuple(check(a) for check, a in zip(children.values(), actions, strict=True))
+
+
+def final_obs_rows(space: spaces.Space, final_obs: Any, done: np.ndarray) -> np.ndarray:
+    """gymnasium's ``infos["final_obs"]``: an object array (N,) holding, where ``done`` (N,) is
+    set, that row of the batch ``final_obs`` of the batched space ``space`` (a tuple or dict, its
+    arrays copied), and None elsewhere. For Dict/Tuple spaces (module docstring); a loop over
+    the rows, off the training path."""
+    rows = np.full(len(done), None, dtype=object)
+    for i, row in enumerate(iterate(space, final_obs)):
+        if done[i]:
+            rows[i] = copy.deepcopy(row)
+    return rows
 
 
 def reseed(env: VectorEnv, seed: int | None) -> None:

@@ -7,10 +7,10 @@ and ``episode``/``_episode``, and ``np_random_seed`` is SyncVectorEnv's tuple of
 seeds (``seed, seed + 1, ...`` after ``reset(seed=seed)``). Two differences, both for the
 trainer:
 
-- ``infos["final_obs"]`` is dense: gymnasium gives an object array holding ``None`` for the
-  sub-environments that did not finish; here it is the batch of the observation space (one
-  array, or a dict/tuple of arrays for Dict/Tuple spaces, as ``batch_space`` lays it out) with
-  zeros in those rows, masked out by ``_final_obs``, so the critic can take it whole.
+- ``infos["final_obs"]`` is dense for observation spaces batched into one array: gymnasium
+  gives an object array holding ``None`` for the sub-environments that did not finish; here it
+  is the batch with zeros in those rows, masked out by ``_final_obs``, so the critic can take it
+  whole. Dict and Tuple spaces keep gymnasium's object array (``envs/contract.py``).
 - actions are checked for shape and dtype on every step (``envs/contract.py``).
 
 Observation and action spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict/Tuple of
@@ -23,24 +23,11 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import create_empty_array
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
-from rlperf.envs.contract import ActionCheck
-
-
-def _set_row(space: spaces.Space, batch: Any, row: int, value: Any) -> None:
-    """Write one sub-env's ``value`` of ``space`` into row ``row`` of the batch ``batch``."""
-    if isinstance(space, spaces.Dict):
-        for key, sub in space.spaces.items():
-            _set_row(sub, batch[key], row, value[key])
-    elif isinstance(space, spaces.Tuple):
-        for i, sub in enumerate(space.spaces):
-            _set_row(sub, batch[i], row, value[i])
-    else:
-        batch[row] = value
+from rlperf.envs.contract import ARRAY_SPACES, ActionCheck
 
 
 class DenseFinalObs(VectorWrapper):
@@ -50,16 +37,16 @@ class DenseFinalObs(VectorWrapper):
     def __init__(self, env: VectorEnv) -> None:
         super().__init__(env)
         self._check_actions = ActionCheck(self.action_space)
+        self._dense = isinstance(self.single_observation_space, ARRAY_SPACES)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         obs, rewards, terminated, truncated, infos = self.env.step(self._check_actions(actions))
         final = infos.get("final_obs")
-        if final is not None and isinstance(final, np.ndarray) and final.dtype == object:
+        if self._dense and final is not None and final.dtype == object:
             # Only on steps where an episode ended; the loop runs over the finished rows.
-            space = self.single_observation_space
-            dense = create_empty_array(space, self.num_envs, fn=np.zeros)
+            dense = create_empty_array(self.single_observation_space, self.num_envs, fn=np.zeros)
             for i in np.flatnonzero(infos["_final_obs"]):
-                _set_row(space, dense, int(i), final[i])
+                dense[i] = final[i]
             infos["final_obs"] = dense
         return obs, rewards, terminated, truncated, infos
 

@@ -15,7 +15,8 @@ and steps them as one numpy batch; results land in shared memory (``layout.py``)
 arrays; with ``copy=False`` (the trainer's) they are views of the shared memory, valid until
 those rows are sent their next actions. The contract is the serial envs' (``envs/cartpole.py``):
 gymnasium's vector API, ``AutoresetMode.SAME_STEP``, ``infos["final_obs"]``/``"_final_obs"``
-(dense; rows not flagged are not part of the contract), ``"final_info"``/``"_final_info"``,
+(dense, rows not flagged not part of the contract; for a ``gym:`` id's Dict/Tuple observation
+space gymnasium's object array, as serially), ``"final_info"``/``"_final_info"``,
 ``"episode"``/``"_episode"`` on steps where an episode ended, ``infos["action_mask"]`` for
 masked envs, and every other key the env gives: numeric per-row entries the probe saw travel in
 shared memory, anything else pickled on the worker's control channel on the steps it appears,
@@ -55,6 +56,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.envs.contract import ARRAY_SPACES, ActionCheck, final_obs_rows
 from rlperf.envs.registry import GYM_PREFIX, check_env_name, factory_of, make_vec
 from rlperf.envs.spec import ACTION_MASK_KEY, read_action_mask
 from rlperf.envs.workers import worker
@@ -255,8 +257,11 @@ class MultiprocessVecEnv(VectorEnv):
         self._info_present = views["info_present"]
         self._final_info_present = views["final_info_present"]
         self._extras: list[dict[str, Any] | None] = [None] * num_workers  # (worker.py, HAS_EXTRA)
-        self._check_actions = ActionCheck(shape.action_space, shape.action_leaves)
+        self._actions = ActionRows(shape.action_space, shape.action_leaves, views)
         self._gym = env_name.startswith(GYM_PREFIX)
+        # A gym: id's Dict/Tuple final_obs is gymnasium's object array, as its serial form gives
+        # it (gym_adapter.py); the workers carry it dense and rebuild that array.
+        self._final_obs_rows = self._gym and not isinstance(shape.observation_space, ARRAY_SPACES)
         if shape.has_mask:
             self.action_mask = views["mask"]
         if shape.has_teacher:
@@ -529,17 +534,7 @@ class MultiprocessVecEnv(VectorEnv):
                 "first, and send once per recv"
             )
         batch = self._batch(workers)
-        check = self._check_actions
-        if check.single is not None:  # not a Tuple or Dict: one array, checked inline
-            shape, kinds = check.single
-            actions = np.asarray(actions)
-            rows = len(batch.env_ids)
-            if actions.shape != (rows, *shape) or actions.dtype.kind not in kinds:
-                check(actions, rows)  # raises, naming what is wrong
-            self._views["actions"][batch.rows] = actions
-        else:
-            for name, leaf in check(actions, len(batch.env_ids)):
-                self._views[name][batch.rows] = leaf
+        self._actions.write(actions, batch.rows, len(batch.env_ids))
         self._waiting = [w for w in self._waiting if w not in workers]
         self._signal(workers, STEP)
 
@@ -587,6 +582,12 @@ class MultiprocessVecEnv(VectorEnv):
             obs, rewards = copy_tree(obs), rewards.copy()
             terminations, truncations = terminations.copy(), truncations.copy()
             infos = copy_tree(infos)
+        if self._final_obs_rows and "final_obs" in infos:
+            rows = len(batch.env_ids)
+            infos["final_obs"] = final_obs_rows(
+                batch_space(self.single_observation_space, rows), infos["final_obs"],
+                infos["_final_obs"],
+            )  # fmt: skip
         return obs, rewards, terminations, truncations, infos, batch.env_ids.copy()
 
     def _infos_of(self, batch: RowBatch) -> dict[str, Any]:
@@ -774,56 +775,26 @@ class _Rows:
         return self.batch[name]
 
 
-class ActionCheck:
-    """A batch of actions for ``rows`` rows, checked once a step against the action space:
-    ValueError for a wrong shape, TypeError for a wrong dtype (or container), one line naming
-    the expected shape and dtype; gives the layout name of each leaf with its array."""
+class ActionRows:
+    """Writes a batch of actions for some rows into the shared block, each leaf of a Tuple/Dict
+    space into its own array, after ``envs/contract.py``'s :class:`ActionCheck` of a batch of
+    that many rows (the serial envs' check: the same errors on both backends)."""
 
-    def __init__(self, space: spaces.Space, leaves: list[tuple[Path, spaces.Space]]) -> None:
+    def __init__(self, space: spaces.Space, leaves: list[tuple[Path, spaces.Space]],
+                 views: dict[str, np.ndarray]) -> None:  # fmt: skip
         self.space = space
-        self.structured = isinstance(space, (spaces.Tuple, spaces.Dict))
-        self.leaves = []
-        for path, leaf in leaves:
-            kinds, what = ("fiu", "float") if isinstance(leaf, spaces.Box) else (
-                ("iub", "integer or bool") if isinstance(leaf, spaces.MultiBinary)
-                else ("iu", "integer"))  # fmt: skip
-            shape = cast(tuple[int, ...], leaf.shape)
-            self.leaves.append((leaf_name("actions", path), path, shape, kinds, what, leaf))
-        # One array's row shape and dtype kinds: what send() checks inline on every step.
-        self.single = None if self.structured else (self.leaves[0][2], self.leaves[0][3])
+        self.leaves = [(views[leaf_name("actions", path)], path) for path, _ in leaves]
+        self.checks: dict[int, ActionCheck] = {}  # by rows: a sync step's and an async batch's
 
-    def __call__(self, actions: Any, rows: int) -> list[tuple[str, np.ndarray]]:
-        container = dict if isinstance(self.space, spaces.Dict) else (tuple, list)
-        if self.structured and not isinstance(actions, container):
-            raise TypeError(
-                f"actions must be laid out as batch_space({self.space}) lays them out (a "
-                f"tuple or dict of arrays), got {type(actions).__name__}"
-            )
-        out = []
-        for name, path, shape, kinds, what, leaf in self.leaves:
-            if self.structured:
-                try:
-                    part = leaf_of(actions, path)
-                except (KeyError, IndexError, TypeError) as e:
-                    raise TypeError(
-                        f"actions must be laid out as batch_space({self.space}) lays them "
-                        f"out (a tuple or dict of arrays): no part {path} ({e})"
-                    ) from None
-            else:
-                part = actions
-            array = np.asarray(part)
-            expected = (rows, *shape)
-            if array.ndim == 0:  # as gymnasium: a scalar is the wrong type for a batch
-                raise TypeError(f"actions must be a {expected} array of {what} dtype, got a scalar")
-            if array.shape != expected or array.dtype.kind not in kinds:
-                where = "".join(f"[{p!r}]" for p in path)
-                wrong = (f"shape {array.shape}" if array.shape != expected
-                         else f"dtype {array.dtype}")  # fmt: skip
-                error = ValueError if array.shape != expected else TypeError
-                raise error(f"actions{where} must be a {expected} array of {what} dtype (one "
-                            f"{leaf} action per row), got {wrong}")  # fmt: skip
-            out.append((name, array))
-        return out
+    def write(self, actions: Any, rows: slice | np.ndarray, count: int) -> None:
+        """Check ``actions`` for ``count`` rows (ValueError/TypeError, nothing written) and
+        write them to rows ``rows``."""
+        check = self.checks.get(count)
+        if check is None:
+            check = self.checks[count] = ActionCheck(batch_space(self.space, count), per="row")
+        checked = check(actions)
+        for out, path in self.leaves:
+            out[rows] = leaf_of(checked, path)
 
 
 def copy_tree(value: Any) -> Any:

@@ -292,8 +292,14 @@ class WorkerLoop:
                 flags = np.asarray(infos["_final_obs"], dtype=bool)
                 self.final_flags[...] = flags
                 finals = infos["final_obs"]
-                for path, out in self.final_obs_leaves:
-                    out[flags] = np.asarray(leaf_of(finals, path))[flags]
+                if isinstance(finals, np.ndarray) and finals.dtype == object:
+                    # a Dict/Tuple space's final_obs, gymnasium's array of rows (contract.py)
+                    for i in np.flatnonzero(flags):
+                        for path, out in self.final_obs_leaves:
+                            out[i] = leaf_of(finals[i], path)
+                else:
+                    for path, out in self.final_obs_leaves:
+                        out[flags] = np.asarray(leaf_of(finals, path))[flags]
             if "_episode" in infos:
                 has |= HAS_EPISODE
                 self.episode_flags[...] = infos["_episode"]
