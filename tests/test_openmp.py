@@ -23,6 +23,7 @@ from rlperf.openmp import SPIN_VAR, WORKERS_SPIN_COUNT, tune, uses_env_workers
         (["train", "--env", "gym:CartPole-v1"], False),
         (["train", "--preset", "lstm"], False),
         (["train", "--preset", "no-such-preset"], False),  # the parser proper says why
+        (["train", "--vec-back", "multiprocess"], False),  # an abbreviation: refused later
         (["compare", "--a", "", "--b", "backend=multiprocess"], False),  # its children decide
         ([], False),
     ],

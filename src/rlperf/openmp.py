@@ -37,7 +37,8 @@ def uses_env_workers(argv: Sequence[str]) -> bool:
     from rlperf.config import ConfigError, flag_name, preset
     from rlperf.run.run_dir import CONFIG_NAME
 
-    parser = argparse.ArgumentParser(add_help=False)
+    # allow_abbrev=False as the real parser: "--vec" must not read as --vec-backend here.
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument(flag_name("backend"), dest="backend")
     parser.add_argument("--preset")
     parser.add_argument("--resume")
