@@ -112,13 +112,22 @@ def gymnasium_reference(env_id: str, num_envs: int) -> VectorEnv:
     return RecordEpisodeStatistics(env)
 
 
-def references(name: str, backend: str, num_envs: int, seed: int) -> list[tuple[slice, Any, int]]:
+def references(name: str, backend: str, num_envs: int, seed: int,
+               per_worker: bool = False) -> list[tuple[slice, Any, int]]:  # fmt: skip
     """``(rows, env, seed)``: envs whose rows, reset with their seed, are ``rows`` of
-    ``make(name, backend, num_envs)`` reset with ``seed`` (see the module docstring)."""
-    if name.startswith(GYM_PREFIX):
+    ``make(name, backend, num_envs)`` reset with ``seed`` (see the module docstring).
+    ``per_worker``: a ``gym:`` id's reference for each worker's rows too (the asynchronous API
+    returns one worker's rows at a time, and gymnasium types an info entry by the first row of
+    the batch it returns)."""
+    if name.startswith(GYM_PREFIX) and not per_worker:
         env = gymnasium_reference(name[len(GYM_PREFIX) :], num_envs)
         return [(slice(0, env.num_envs), env, seed)]
     options = OPTIONS.get(name, {})
+    if name.startswith(GYM_PREFIX):
+        share = num_envs // NUM_WORKERS
+        return [(slice(w * share, (w + 1) * share),
+                 gymnasium_reference(name[len(GYM_PREFIX) :], share), seed + w * share)
+                for w in range(NUM_WORKERS)]  # fmt: skip
     if backend == "serial":
         env = make_vec(name, num_envs, seed=seed, **options)
         return [(slice(0, env.num_envs), env, seed)]
@@ -204,7 +213,6 @@ def compare_with_references(
 ) -> None:
     """Reset ``env`` and its references with ``seed``, step all with the same random actions for
     ``steps`` steps, and check every row of every result equals its reference's."""
-    skip_known_difference(name, backend, "info_dtype")
     refs = references(name, backend, NUM_ENVS, seed)
     try:
         got = env.reset(seed=seed)
@@ -264,18 +272,3 @@ class ReferenceEnv(VectorEnv):
 
 # Where rlperf gives other data than gymnasium on purpose or not yet: (env, backend, topic) ->
 # why. Each is listed in docs/workers.md; a test that meets one skips, naming it.
-KNOWN_DIFFERENCES = {
-    ("gym:FrozenLake-v1", "workers", "info_dtype"): (
-        "FrozenLake's 'prob' is an int after a reset and a float after a step; gymnasium gives "
-        "the whole batch the type of its first row that has the key (truncating 1/3 to 0 when "
-        "that row just reset), rlperf's workers take each worker's first row: rows of worker 1 "
-        "keep 1/3 where gymnasium has 0 (open, docs/workers.md)"
-    ),
-}
-
-
-def skip_known_difference(name: str, backend: str, topic: str) -> None:
-    """Skip the calling test where ``KNOWN_DIFFERENCES`` lists (name, backend, topic)."""
-    for key in ((name, backend, topic), (name, "*", topic)):
-        if key in KNOWN_DIFFERENCES:
-            pytest.skip(KNOWN_DIFFERENCES[key])

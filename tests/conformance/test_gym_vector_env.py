@@ -22,7 +22,6 @@ from conformance_envs import (
     make,
     per_row,
     references,
-    skip_known_difference,
     take,
 )
 from conformance_spaces import TESTING_SPACES, dynamic_part, space_env_id
@@ -49,10 +48,9 @@ def test_vector_env_equal(case, shared_env, autoreset_mode):
 def test_async_vector_env_equal(name):
     """The asynchronous worker API (batches of one worker's envs through async_reset/recv/send)
     gives every row the same results, step for step, as its synchronous reference."""
-    skip_known_difference(name, "workers", "info_dtype")
     seed, steps = 3, 60
     env = make(name, "workers", batch_size=NUM_ENVS // NUM_WORKERS, seed=seed)
-    refs = references(name, "workers", NUM_ENVS, seed)
+    refs = references(name, "workers", NUM_ENVS, seed, per_worker=True)
     try:
         # The reference run: every row's results after t steps, from a table of actions.
         sampler = action_sampler(env, seed)

@@ -13,7 +13,6 @@ from conformance_envs import (
     gymnasium_reference,
     make,
     per_row,
-    skip_known_difference,
 )
 from gymnasium.utils.env_checker import data_equivalence
 
@@ -28,7 +27,6 @@ def test_vector_return_info(name, backend):
     """gymnasium's test checks that sub-envs' infos arrive as vector infos with masks. Here: a
     ``gym:`` id's infos, reset and step, are gymnasium's own (every key the env gives, e.g.
     FrozenLake's ``prob``), on both backends."""
-    skip_known_difference(name, backend, "info_dtype")
     vec_env = make(name, backend, seed=None)
     reference = gymnasium_reference(name.removeprefix("gym:"), vec_env.num_envs)
     try:

@@ -23,7 +23,6 @@ from conformance_envs import (
     action_sampler,
     leaf,
     per_row,
-    skip_known_difference,
     wrap_observations,
 )
 from gymnasium import spaces, wrappers
@@ -89,7 +88,6 @@ def test_vector_wrapper_equivalence(
     if autoreset_mode is AutoresetMode.NEXT_STEP:
         pytest.skip(SKIP_NEXT_STEP)
     name, backend = case
-    skip_known_difference(name, backend, "info_dtype")
     kwargs = kwargs_of(shared_env)
     if kwargs is None:
         pytest.skip(f"{wrapper_name} {why}")

@@ -478,3 +478,34 @@ def test_every_call_returns_fresh_arrays(case: tuple) -> None:
     for i, (c1, a) in enumerate(flat):
         for c2, b in flat[i + 1 :]:
             assert not np.shares_memory(a, b), f"call {c1} and call {c2} share memory"
+
+
+def test_worker_info_types_recover_gymnasiums_batch_typing() -> None:
+    """Reference: gymnasium's own ``_add_info``. A worker's lossless entries, cast to the type
+    of their first row where :class:`InfoTypes` names one, equal gymnasium's (which casts every
+    row into the first row's type: FrozenLake's 1/3 becomes 0 after an int row)."""
+    from rlperf.envs.gym_adapter import InfoTypes
+
+    rng = np.random.default_rng(0)
+    n = 4
+    reference = gymnasium.make_vec("FrozenLake-v1", n, vectorization_mode="sync").unwrapped
+    types = InfoTypes(make_vec("gym:FrozenLake-v1", n))
+    values = [1, 1 / 3, True, np.float32(0.5), np.int32(7), -0.5]
+    casts = 0
+    for trial in range(300):
+        rows = [{"prob": values[rng.integers(len(values))]} if rng.random() < 0.8 else {}
+                for _ in range(n)]  # fmt: skip
+        want: dict[str, Any] = {}
+        got: dict[str, Any] = {}
+        for i, row in enumerate(rows):
+            want = reference._add_info(want, {"final_info": row, **row}, i)
+            got = types._add_info(got, {"final_info": row, **row}, i)
+        promoted = types.take()
+        for path in promoted:
+            node = got
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = node[path[-1]].astype(promoted[path])
+            casts += 1
+        assert data_equivalence(got, want, exact=True), (trial, rows)
+    assert casts > 50  # the mixed-type batches were exercised

@@ -51,6 +51,67 @@ class DenseFinalObs(VectorWrapper):
         return obs, rewards, terminated, truncated, infos
 
 
+class InfoTypes:
+    """The types gymnasium would give a ``gym:`` id's info entries across *all* workers, kept
+    recoverable inside one worker.
+
+    gymnasium's ``SyncVectorEnv`` gives an info entry the type of the first row that has it and
+    casts later rows into it: FrozenLake's ``prob`` is an int after a reset, so a batch whose
+    first row just reset truncates the other rows' 1/3 to 0. A worker's rows are only part of the
+    batch, and which row comes first is only known where the parts meet (the parent). So in a
+    worker the sub-env's ``_add_info`` keeps every value (an array is promoted when a later row
+    needs a wider type) and :meth:`take` names the entries so promoted with the type their first
+    row gave: the parent casts the combined entry to that type when this worker holds the
+    batch's first such row (``workers/pool.py``), giving gymnasium's result exactly.
+    """
+
+    def __init__(self, env: VectorEnv) -> None:
+        sync = env.unwrapped
+        self._n = sync.num_envs
+        self._first: dict[tuple[str, ...], np.dtype] = {}
+        sync._add_info = self._add_info  # type: ignore[method-assign]  # instance attribute
+
+    def take(self) -> dict[tuple[str, ...], np.dtype]:
+        """The entries promoted since the last call: path of keys -> their first row's dtype."""
+        first, self._first = self._first, {}
+        return first
+
+    def _add_info(self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int,
+                  path: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+        """gymnasium 1.4's ``VectorEnv._add_info``, promoting instead of casting (class doc)."""
+        n = self._n
+        for key, value in env_info.items():
+            if key == "final_obs":
+                array = vector_infos.get("final_obs")
+                if array is None:
+                    array = np.full(n, fill_value=None, dtype=object)
+                array[env_num] = value
+            elif isinstance(value, dict):
+                array = self._add_info(vector_infos.get(key, {}), value, env_num, (*path, key))
+            else:
+                scalar = type(value) in (int, float, bool) or isinstance(value, np.number)
+                array = vector_infos.get(key)
+                if array is None:
+                    if scalar:
+                        array = np.zeros(n, dtype=type(value))
+                    elif isinstance(value, np.ndarray):
+                        array = np.zeros((n, *value.shape), dtype=value.dtype)
+                    else:
+                        array = np.full(n, fill_value=None, dtype=object)
+                elif scalar and array.dtype != object:
+                    wide = np.result_type(array.dtype, np.asarray(value).dtype)
+                    if wide != array.dtype:
+                        self._first.setdefault((*path, key), array.dtype)
+                        array = array.astype(wide)
+                array[env_num] = value
+            mask = vector_infos.get(f"_{key}")
+            if mask is None:
+                mask = np.zeros(n, dtype=np.bool_)
+            mask[env_num] = True
+            vector_infos[key], vector_infos[f"_{key}"] = array, mask
+        return vector_infos
+
+
 def make_gym_vec(env_id: str, num_envs: int, **kwargs: Any) -> VectorEnv:
     """Wrap gymnasium id ``env_id`` in a synchronous vector env with SAME_STEP autoreset;
     ``kwargs`` go to ``gymnasium.make_vec`` (``wrappers=[...]`` included)."""

@@ -72,6 +72,9 @@ class Layout:
 LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 # Bits of a worker's ``has`` word: which infos its last step (or reset) gave.
 HAS_FINAL_OBS, HAS_EPISODE, HAS_FINAL_INFO, HAS_EXTRA = 1, 2, 4, 8
+# The control-channel entry naming a gym: id's info entries a worker kept wider than the type
+# their first row gave (gym_adapter.InfoTypes): {path of keys: that dtype}. Not an info key.
+PROMOTED_KEY = "rlperf.promoted"
 
 Path = tuple[Any, ...]  # Tuple indices and Dict keys from the root of a space to a leaf
 

@@ -66,6 +66,7 @@ from rlperf.envs.workers.layout import (
     HAS_EXTRA,
     HAS_FINAL_INFO,
     HAS_FINAL_OBS,
+    PROMOTED_KEY,
     RESET,
     SET_STATE,
     STEP,
@@ -638,14 +639,21 @@ class MultiprocessVecEnv(VectorEnv):
         """The slow path of :meth:`_infos_of`, on steps where some worker's ``infos`` had an
         entry that is not in shared memory: each worker's own ``infos`` (its rows' views and what
         it sent), combined."""
-        blocks = []
+        blocks, promoted = [], []
         for w in np.atleast_1d(np.arange(self.num_workers)[batch.workers]):
             infos = self._shared_infos(self._batch([int(w)]), int(self._has[w]))
             extra = self._extras[int(w)]
             if extra:
+                extra = dict(extra)
+                promoted.append(extra.pop(PROMOTED_KEY, {}))
                 merge_infos(infos, extra)
+            else:
+                promoted.append({})
             blocks.append(infos)
-        return combine_infos(blocks, self.rows_per_worker)
+        combined = combine_infos(blocks, self.rows_per_worker)
+        for path in set().union(*promoted):
+            retype_first(combined, blocks, promoted, path)
+        return combined
 
     # -- state, teacher, timing ----------------------------------------------------------
     def _check_all_waiting(self, doing: str) -> None:
@@ -828,6 +836,29 @@ def combine_infos(blocks: list[dict[str, Any]], rows: int) -> dict[str, Any]:
     for b, block in enumerate(blocks):
         _place(out, block, slice(b * rows, (b + 1) * rows), total)
     return out
+
+
+def retype_first(
+    combined: dict[str, Any],
+    blocks: list[dict[str, Any]],
+    promoted: list[dict[tuple[str, ...], np.dtype]],
+    path: tuple[str, ...],
+) -> None:
+    """Cast the combined entry at ``path`` to the type of the batch's first row that has it, as
+    gymnasium's ``SyncVectorEnv`` types it, when the first block that has the entry kept it wider
+    than that row's type (``promoted[b]``: block b's such entries, ``gym_adapter.InfoTypes``)."""
+    for block, kept in zip(blocks, promoted, strict=True):
+        node: Any = block
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            continue  # this block lacks the entry: the next one's first row comes first
+        if path in kept:
+            parent = combined
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = parent[path[-1]].astype(kept[path])
+        return
 
 
 def _place(out: dict[Any, Any], block: dict[Any, Any], rows: slice, total: int) -> None:

@@ -39,6 +39,7 @@ from rlperf.envs.workers.layout import (
     HAS_EXTRA,
     HAS_FINAL_INFO,
     HAS_FINAL_OBS,
+    PROMOTED_KEY,
     RESET,
     SET_STATE,
     STEP,
@@ -158,13 +159,16 @@ class WorkerLoop:
     """One worker's env and its rows of the shared arrays."""
 
     def __init__(self, args: WorkerArgs, views: dict[str, np.ndarray]) -> None:
-        from rlperf.envs.registry import factory_of, make_vec, register
+        from rlperf.envs.gym_adapter import InfoTypes
+        from rlperf.envs.registry import GYM_PREFIX, factory_of, make_vec, register
         from rlperf.envs.spec import read_action_mask
 
         self.args, self.read_mask = args, read_action_mask
         if args.factory is not None and factory_of(args.env_name) is not args.factory:
             register(args.env_name, args.factory)
         self.env = make_vec(args.env_name, args.num_envs, **args.options)
+        # A gym: id's info entries as gymnasium would type them across all workers (the class).
+        self.info_types = InfoTypes(self.env) if args.env_name.startswith(GYM_PREFIX) else None
         lo, hi = args.rows
         if self.env.num_envs != hi - lo:
             raise ValueError(f"env built {self.env.num_envs} rows, the layout expects {hi - lo}")
@@ -335,6 +339,10 @@ class WorkerLoop:
             self.final_info_fields.write({})
         if self.mask is not None:
             self.mask[...] = self.read_mask(self.env, infos)
+        promoted = self.info_types.take() if self.info_types is not None else None
+        if promoted:
+            extra = extra or {}
+            extra[PROMOTED_KEY] = promoted
         if extra:
             # Last (nothing after it may fail and send an error instead), before the result
             # byte: the parent reads it when it sees HAS_EXTRA.
