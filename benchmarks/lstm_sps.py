@@ -111,7 +111,10 @@ import time
 
 WARMUP_ITERS = 2
 LSTM_HIDDEN = 64  # rlperf's default lstm_hidden_size; every implementation uses it
-NUM_ENVS, NUM_STEPS = 64, 32
+# --shape ENVSxSTEPS (default 64x32) reaches the worker processes through this variable, so
+# that every implementation's module-level shape is the one asked for.
+SHAPE_VAR = "LSTM_SPS_SHAPE"
+NUM_ENVS, NUM_STEPS = (int(x) for x in os.environ.get(SHAPE_VAR, "64x32").split("x"))
 BATCH = NUM_ENVS * NUM_STEPS
 NUM_MINIBATCHES, UPDATE_EPOCHS = 4, 4
 LR, GAMMA, GAE_LAMBDA, CLIP, ENT_COEF, VF_COEF, MAX_GRAD_NORM = (
@@ -396,7 +399,7 @@ def print_table(results: dict[str, list[dict]], threads: int, rounds: int) -> No
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--impls", default="rlperf,rlperf-bptt8,sb3,cleanrl",
                     help=f"of {', '.join(IMPLS)} (default: %(default)s)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=5, help="processes per implementation")
@@ -408,11 +411,31 @@ def main() -> None:
     ap.add_argument("--json", help="write all samples to this file")
     ap.add_argument("--base-src", help="a src/ tree of an older rlperf (with its C extensions "
                     "built in place, if it has any), run as rlperf-base: before/after")  # fmt: skip
+    ap.add_argument("--shape", default=None, metavar="ENVSxSTEPS",
+                    help=f"environments x steps per iteration (default {NUM_ENVS}x{NUM_STEPS}); "
+                    "minibatches of a quarter of the batch, as at the default")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         run_worker(args)
         return
+    if args.shape is not None:
+        try:
+            envs, steps = (int(x) for x in args.shape.lower().split("x"))
+        except ValueError:
+            ap.error(f"--shape {args.shape!r} is not ENVSxSTEPS, e.g. 4x128")
+        if envs < NUM_MINIBATCHES or steps < 1:
+            ap.error(f"--shape {args.shape}: at least {NUM_MINIBATCHES} envs (one per "
+                     "minibatch) and 1 step")  # fmt: skip
+        # Re-run this process with the shape in the environment: every module-level figure
+        # (BATCH, the iteration counts) is then the one asked for, here and in the workers.
+        os.environ[SHAPE_VAR] = f"{envs}x{steps}"
+        argv, skip = [], False
+        for a in sys.argv[1:]:
+            if not skip and a != "--shape" and not a.startswith("--shape="):
+                argv.append(a)
+            skip = a == "--shape"
+        os.execv(sys.executable, [sys.executable, __file__, *argv])
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     if "rlperf-base" in impls:
         ap.error("rlperf-base is not an --impls entry: give --base-src SRC to add it")
