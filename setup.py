@@ -23,8 +23,10 @@ NO_KERNELS = os.environ.get("RLPERF_NO_KERNELS", "") not in ("", "0")
 OPENMP = "-fopenmp"
 # -ffp-contract=fast: ISO C mode forbids fusing a * b + c into one FMA, which halves the matmul
 # tile's speed; -fno-trapping-math: lets the element loops' min/max clamps vectorise.
+# -fno-math-errno: sqrtf inline and vectorised (the same correctly rounded result; the Adam step).
 # No -ffast-math: the results must not depend on reassociation.
-COMPILE_ARGS = ["-O3", "-std=c11", "-ffp-contract=fast", "-fno-trapping-math", OPENMP]
+COMPILE_ARGS = ["-O3", "-std=c11", "-ffp-contract=fast", "-fno-trapping-math", "-fno-math-errno",
+                OPENMP]  # fmt: skip
 # The fused rollout steps CartPole bit-identically to numpy's float64 arithmetic, so nothing in
 # it may be fused into an FMA (its MLP allows it with a pragma); it runs on one thread (no
 # OpenMP). -fno-wrapv undoes Python's -fwrapv, under which gcc 13 leaves its tanh loop scalar
