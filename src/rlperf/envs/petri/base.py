@@ -84,8 +84,9 @@ class PetriNetVec(VectorEnv):
         """``(num_envs, P + T + 1)`` float32 observation of the current state."""
         num_p, num_t = self.net.num_places, self.net.num_transitions
         obs = np.empty((self.num_envs, num_p + num_t + 1), dtype=np.float32)
-        # A lookup of the clipped count: ~2x faster than converting and scaling.
-        obs[:, :num_p] = np.take(self._token_scale, np.minimum(self.marking, self.max_tokens))
+        # A lookup of the count, clipped by the lookup itself, written in place: ~2x faster than
+        # converting and scaling (and 1.3 us of a 64-env step less than clipping first).
+        np.take(self._token_scale, self.marking, mode="clip", out=obs[:, :num_p])
         obs[:, num_p:-1] = self.enabled
         obs[:, -1] = self.episode_steps / self.max_steps
         return obs
