@@ -823,6 +823,19 @@ def _np_ptr(name: str, a: np.ndarray, shape: tuple[int, ...], dtype: type) -> in
     return int(a.__array_interface__["data"][0])
 
 
+def gae_scan(deltas: np.ndarray, coef: np.ndarray, out: np.ndarray) -> None:
+    """GAE's backward recursion in one call: ``out[T-1] = deltas[T-1]`` and, for t from T-2 down
+    to 0, ``out[t] = deltas[t] + coef[t] * out[t+1]``; each (T, N) float32, C-contiguous (else
+    :class:`KernelArgumentError`). Bit for bit the numpy loop of ``ppo/gae.py`` (tested)."""
+    shape = out.shape
+    if len(shape) != 2 or shape[0] < 1:
+        raise KernelArgumentError(f"out: gae_scan takes (T, N) with T >= 1, got shape {shape}")
+    _require_rollout().gae_scan(
+        shape[0], shape[1], _np_ptr("deltas", deltas, shape, np.float32),
+        _np_ptr("coef", coef, shape, np.float32), _np_ptr("out", out, shape, np.float32),
+    )  # fmt: skip
+
+
 class FusedMLP:
     """The stacked MLP's weights as the rollout kernel reads them, checked once: make one per
     rollout (while the weights stay as they are; their pointers are taken here).

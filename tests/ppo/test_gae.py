@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlperf import native
 from rlperf.ppo.gae import gae, gae_reference
 
 ARRAY_NAMES = ("rewards", "values", "last_value", "terminations", "truncations", "bootstrap_values")
@@ -186,3 +187,32 @@ def test_rewards_must_be_two_dimensional() -> None:
             terminations=np.zeros(5), truncations=np.zeros(5), bootstrap_values=np.zeros(5),
             gamma=0.99, gae_lambda=0.95, out=np.zeros(5),
         )  # fmt: skip
+
+
+@pytest.mark.skipif(not native.rollout_available(), reason="the rollout kernel is not built")
+@pytest.mark.parametrize(("num_steps", "num_envs"), [(1, 3), (128, 4), (32, 64), (7, 1)])
+def test_native_scan_is_the_numpy_loop_bit_for_bit(monkeypatch, num_steps, num_envs) -> None:
+    """Reference: the same float32 arrays through gae()'s numpy loop, the kernel switched off."""
+    *arrays, _, bootstrap = random_rollout(5, num_steps, num_envs, 0.05, 0.03)
+    rewards, values, last_value, terms, truncs = arrays
+    flags = terms.astype(float), truncs.astype(float)
+    args = [a.astype(np.float32) for a in (rewards, values, last_value, *flags, bootstrap)]
+    fast = gae_of(args, 0.99, 0.95, np.full(rewards.shape, np.nan, np.float32))
+    calls = []
+    monkeypatch.setattr(native, "gae_scan", lambda *a: calls.append(a))
+    monkeypatch.setattr(native, "rollout_available", lambda: False)
+    slow = gae_of(args, 0.99, 0.95, np.full(rewards.shape, np.nan, np.float32))
+    assert not calls  # the loop ran
+    assert fast.tobytes() == slow.tobytes()
+
+
+def test_native_scan_refuses_what_it_cannot_take() -> None:
+    if not native.rollout_available():
+        pytest.skip("the rollout kernel is not built")
+    good = np.zeros((4, 3), np.float32)
+    with pytest.raises(native.KernelArgumentError, match="float32"):
+        native.gae_scan(good, good.astype(np.float64), good.copy())
+    with pytest.raises(native.KernelArgumentError, match="shape"):
+        native.gae_scan(good, good[:3], good.copy())
+    with pytest.raises(native.KernelArgumentError, match="T >= 1"):
+        native.gae_scan(good[:0], good[:0], good[:0].copy())

@@ -391,6 +391,20 @@ HOT static int cartpole_rollout(Rollout *r) {
     return 0;
 }
 
+/* GAE's backward recursion over (T, N) float32 rows: out[T-1] = deltas[T-1], then for t = T-2
+ * down to 0 out[t] = deltas[t] + coef[t] * out[t + 1] (ppo/gae.py computes deltas and coef).
+ * numpy's loop costs ~2 us of dispatch a step (a quarter of a 4 x 128 iteration's GAE); here
+ * each element is the same two float32 operations in the same order (this file is built without
+ * FMA contraction), so the advantages are numpy's bit for bit. */
+static void gae_scan(long t_len, long n, const float *deltas, const float *coef, float *out) {
+    for (long i = 0; i < n; i++) out[(t_len - 1) * n + i] = deltas[(t_len - 1) * n + i];
+    for (long t = t_len - 2; t >= 0; t--) {
+        const float *d = deltas + t * n, *c = coef + t * n, *next = out + (t + 1) * n;
+        float *o = out + t * n;
+        for (long i = 0; i < n; i++) o[i] = d[i] + c[i] * next[i];
+    }
+}
+
 /* -- Python bindings (pointers and sizes only; native.py checks everything) --------------- */
 
 static int parse_longs(PyObject *const *args, int count, long *out) {
@@ -504,7 +518,21 @@ static PyObject *py_cartpole_rollout(PyObject *self, PyObject *const *args, Py_s
     Py_RETURN_NONE;
 }
 
+/* gae_scan(T, N, deltas, coef, out) */
+static PyObject *py_gae_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "gae_scan takes 5 arguments");
+    long d[2];
+    void *p[3];
+    if (parse_longs(args, 2, d) < 0 || parse_ptrs(args + 2, 3, p) < 0) return NULL;
+    if (d[0] < 1 || d[1] < 0) return PyErr_Format(PyExc_ValueError, "gae_scan: bad shape");
+    gae_scan(d[0], d[1], p[0], p[1], p[2]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"gae_scan", (PyCFunction)(void (*)(void))py_gae_scan, METH_FASTCALL,
+     "gae_scan(T, N, deltas, coef, out): GAE's backward recursion, float32 (pointers)"},
     {"act", (PyCFunction)(void (*)(void))py_act, METH_FASTCALL,
      "act(N, L, *widths, *w, *b, obs, noise, actions, logprob, value): one step's policy"},
     {"cartpole_rollout", (PyCFunction)(void (*)(void))py_cartpole_rollout, METH_FASTCALL,

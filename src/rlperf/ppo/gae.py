@@ -18,6 +18,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from rlperf import native
+
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 
 
@@ -88,10 +90,29 @@ def gae(
     next_values = next_values * not_done + bootstrap_values
     deltas = rewards + gamma * next_values - values
     coef = (gamma * gae_lambda) * not_done
+    if _native_scan(deltas, coef, out):
+        return out
     out[-1] = deltas[-1]
     for t in range(num_steps - 2, -1, -1):
         out[t] = deltas[t] + coef[t] * out[t + 1]
     return out
+
+
+def _native_scan(deltas: Array, coef: Array, out: Array) -> bool:
+    """The recursion above in one native call (``native.gae_scan``, the same float32 operations
+    in the same order) where the arrays are float32 numpy and the kernel is built; False to run
+    the loop."""
+    if not (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.float32
+        and out.flags.c_contiguous
+        and deltas.dtype == np.float32  # float64 rewards or values promote the whole sum
+        and coef.dtype == np.float32
+        and native.rollout_available()
+    ):
+        return False
+    native.gae_scan(np.ascontiguousarray(deltas), np.ascontiguousarray(coef), out)
+    return True
 
 
 def gae_reference(
