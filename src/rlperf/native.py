@@ -823,16 +823,31 @@ def _np_ptr(name: str, a: np.ndarray, shape: tuple[int, ...], dtype: type) -> in
     return int(a.__array_interface__["data"][0])
 
 
-def gae_scan(deltas: np.ndarray, coef: np.ndarray, out: np.ndarray) -> None:
-    """GAE's backward recursion in one call: ``out[T-1] = deltas[T-1]`` and, for t from T-2 down
-    to 0, ``out[t] = deltas[t] + coef[t] * out[t+1]``; each (T, N) float32, C-contiguous (else
-    :class:`KernelArgumentError`). Bit for bit the numpy loop of ``ppo/gae.py`` (tested)."""
+def gae_advantages(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    last_value: np.ndarray,
+    terminations: np.ndarray,
+    truncations: np.ndarray,
+    bootstrap_values: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+    out: np.ndarray,
+) -> None:
+    """``ppo/gae.py``'s advantages in one call, into ``out``: every array float32 and
+    C-contiguous, (T, N) with T >= 1 and ``last_value`` (N,) (else :class:`KernelArgumentError`).
+    Bit for bit the numpy arithmetic of :func:`rlperf.ppo.gae.gae` (tested)."""
     shape = out.shape
     if len(shape) != 2 or shape[0] < 1:
-        raise KernelArgumentError(f"out: gae_scan takes (T, N) with T >= 1, got shape {shape}")
-    _require_rollout().gae_scan(
-        shape[0], shape[1], _np_ptr("deltas", deltas, shape, np.float32),
-        _np_ptr("coef", coef, shape, np.float32), _np_ptr("out", out, shape, np.float32),
+        raise KernelArgumentError(f"out: the kernel takes (T, N) with T >= 1, got shape {shape}")
+    rows = [("rewards", rewards), ("values", values), ("terminations", terminations),
+            ("truncations", truncations), ("bootstrap_values", bootstrap_values)]  # fmt: skip
+    ptrs = {name: _np_ptr(name, a, shape, np.float32) for name, a in rows}
+    _require_rollout().gae_advantages(
+        shape[0], shape[1], float(gamma), float(gamma * gae_lambda), ptrs["rewards"],
+        ptrs["values"], _np_ptr("last_value", last_value, shape[1:], np.float32),
+        ptrs["terminations"], ptrs["truncations"], ptrs["bootstrap_values"],
+        _np_ptr("out", out, shape, np.float32),
     )  # fmt: skip
 
 

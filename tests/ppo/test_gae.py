@@ -191,28 +191,44 @@ def test_rewards_must_be_two_dimensional() -> None:
 
 @pytest.mark.skipif(not native.rollout_available(), reason="the rollout kernel is not built")
 @pytest.mark.parametrize(("num_steps", "num_envs"), [(1, 3), (128, 4), (32, 64), (7, 1)])
-def test_native_scan_is_the_numpy_loop_bit_for_bit(monkeypatch, num_steps, num_envs) -> None:
+@pytest.mark.parametrize(("gamma", "lam"), [(0.99, 0.95), (0.9, 1.0), (1.0, 0.0)])
+def test_native_advantages_are_the_numpy_arithmetic_bit_for_bit(
+    monkeypatch, num_steps, num_envs, gamma, lam
+) -> None:
     """Reference: the same float32 arrays through gae()'s numpy loop, the kernel switched off."""
     *arrays, _, bootstrap = random_rollout(5, num_steps, num_envs, 0.05, 0.03)
     rewards, values, last_value, terms, truncs = arrays
     flags = terms.astype(float), truncs.astype(float)
     args = [a.astype(np.float32) for a in (rewards, values, last_value, *flags, bootstrap)]
-    fast = gae_of(args, 0.99, 0.95, np.full(rewards.shape, np.nan, np.float32))
     calls = []
-    monkeypatch.setattr(native, "gae_scan", lambda *a: calls.append(a))
+    real = native.gae_advantages
+    monkeypatch.setattr(native, "gae_advantages", lambda *a: calls.append(1) or real(*a))
+    fast = gae_of(args, gamma, lam, np.full(rewards.shape, np.nan, np.float32))
+    assert calls == [1]  # the kernel ran
     monkeypatch.setattr(native, "rollout_available", lambda: False)
-    slow = gae_of(args, 0.99, 0.95, np.full(rewards.shape, np.nan, np.float32))
-    assert not calls  # the loop ran
+    slow = gae_of(args, gamma, lam, np.full(rewards.shape, np.nan, np.float32))
+    assert calls == [1]  # the numpy loop ran
     assert fast.tobytes() == slow.tobytes()
 
 
-def test_native_scan_refuses_what_it_cannot_take() -> None:
+def test_native_advantages_refuse_what_they_cannot_take() -> None:
     if not native.rollout_available():
         pytest.skip("the rollout kernel is not built")
     good = np.zeros((4, 3), np.float32)
-    with pytest.raises(native.KernelArgumentError, match="float32"):
-        native.gae_scan(good, good.astype(np.float64), good.copy())
-    with pytest.raises(native.KernelArgumentError, match="shape"):
-        native.gae_scan(good, good[:3], good.copy())
+    last = np.zeros(3, np.float32)
+
+    def call(**change):
+        names = ("rewards", "values", "terminations", "truncations", "bootstrap_values")
+        arrays = {**dict.fromkeys(names, good), "last_value": last, "out": good.copy(), **change}
+        native.gae_advantages(
+            arrays["rewards"], arrays["values"], arrays["last_value"], arrays["terminations"],
+            arrays["truncations"], arrays["bootstrap_values"], 0.99, 0.95, arrays["out"],
+        )  # fmt: skip
+
+    call()
+    with pytest.raises(native.KernelArgumentError, match="rewards: .*float32"):
+        call(rewards=good.astype(np.float64))
+    with pytest.raises(native.KernelArgumentError, match=r"last_value: .*\(3,\)"):
+        call(last_value=np.zeros(4, np.float32))
     with pytest.raises(native.KernelArgumentError, match="T >= 1"):
-        native.gae_scan(good[:0], good[:0], good[:0].copy())
+        call(out=good[:0].copy())
