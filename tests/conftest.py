@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 
@@ -11,6 +12,14 @@ import pytest
 
 from rlperf import native
 from rlperf.envs import CartPoleVec
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell (``pytest &`` in a CI script)
+    inherits SIGINT ignored, and so would every process it starts: the Ctrl-C tests (in-process,
+    and in the trainers and env workers they start) need it delivered, as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header() -> str:

@@ -19,7 +19,7 @@ those; Graph, Sequence, OneOf and Text are refused when the env is made (``regis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -44,7 +44,8 @@ class DenseFinalObs(VectorWrapper):
         final = infos.get("final_obs")
         if self._dense and final is not None and final.dtype == object:
             # Only on steps where an episode ended; the loop runs over the finished rows.
-            dense = create_empty_array(self.single_observation_space, self.num_envs, fn=np.zeros)
+            dense = cast(np.ndarray, create_empty_array(self.single_observation_space,
+                                                        self.num_envs, fn=np.zeros))  # fmt: skip
             for i in np.flatnonzero(infos["_final_obs"]):
                 dense[i] = final[i]
             infos["final_obs"] = dense

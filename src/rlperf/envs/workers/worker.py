@@ -289,7 +289,7 @@ class WorkerLoop:
         self.rewards[...] = rewards
         self.terminations[...] = terminations
         self.truncations[...] = truncations
-        has, extra = 0, None
+        has, extra = 0, cast(dict[str, Any] | None, None)
         if infos:
             if "_final_obs" in infos:
                 has |= HAS_FINAL_OBS
