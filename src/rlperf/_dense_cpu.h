@@ -1,6 +1,7 @@
 /* Dense float32 building blocks shared by the C kernels (policies/_lstm_cpu.c,
- * ppo/_mlp_update_cpu.c): the target clones, the 8-wide vector type, exp/sigmoid/tanh that
- * vectorise, the 4 x 16 register-tile matmul, the weight-gradient tile and a blocked transpose.
+ * ppo/_mlp_update_cpu.c, ppo/_rollout_cpu.c): the target clones, the 8-wide vector type,
+ * exp/sigmoid/tanh that vectorise, the 4 x 16 register-tile matmul, the weight-gradient tile and
+ * a blocked transpose.
  * Everything is static (inline where it must be compiled for each clone's target), so each
  * extension that includes this file gets its own copy and nothing is exported.
  * Needs <math.h>, <stdint.h> and <string.h> included first.
@@ -141,8 +142,9 @@ INLINE void small_out_rows(int rows, int k_len, int n, const float *x, const flo
 /* G[m0:m1, :k] = D[:, m0:m1]^T X and gb[m0:m1] = column sums of D (if gb): the weight and bias
  * gradients of a layer over all `n_rows` rows, D (n_rows, m) its output gradient, X (n_rows, k)
  * its input. Full 4-row tiles of G in registers over each pass of rows; the rest row by row. */
-HOT static void weight_grad(int m0, int m1, int n_rows, int m, int k, const float *d,
-                            const float *x, float *g, float *gb) {
+HOT __attribute__((unused)) /* (the rollout kernel includes this file and does not use it) */
+static void weight_grad(int m0, int m1, int n_rows, int m, int k, const float *d, const float *x,
+                        float *g, float *gb) {
     const int m_tiled = m0 + (m1 - m0) / TILE_ROWS * TILE_ROWS;
     for (int r = m0; r < m_tiled; r++) memset(g + (size_t)r * k, 0, sizeof(float) * k);
     for (int n0 = 0; n0 < n_rows; n0 += GRAD_PASS_ROWS) {
@@ -199,6 +201,7 @@ HOT static void weight_grad(int m0, int m1, int n_rows, int m, int k, const floa
 
 /* at (cols, rows) = a (rows, cols)^T, in 16 x 16 blocks: element by element, every write of a
  * 256 x 64 weight's transpose went to another cache line. */
+__attribute__((unused)) /* (nor this) */
 static void transpose(int rows, int cols, const float *a, float *at) {
     for (int i0 = 0; i0 < rows; i0 += 16)
         for (int j0 = 0; j0 < cols; j0 += 16) {

@@ -42,20 +42,6 @@
 #include <string.h>
 #include <time.h>
 
-#if !defined(__GNUC__)
-#error "_rollout_cpu.c needs GCC vector extensions (gcc or clang)"
-#endif
-
-/* x86-64: one clone for AVX2 machines, one baseline; the loader picks at run time. */
-#if defined(__x86_64__) && !defined(__clang__)
-#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define HOT
-#endif
-#define INLINE static inline __attribute__((always_inline))
-
-typedef float v8f __attribute__((vector_size(32), aligned(4)));
-
 #define MAX_LAYERS 4  /* hidden layers */
 #define MAX_WIDTH 512 /* observation features and hidden units */
 #define MAX_ACTIONS 64
@@ -78,29 +64,11 @@ typedef struct {
 #pragma GCC optimize("fp-contract=fast", "no-trapping-math")
 #endif
 
-#define TILE 4 /* rows evaluated together: each weight load serves four rows */
+/* HOT, INLINE, v8f and exp_approx/tanh_approx, shared with the other kernels; included inside
+ * this region so that its helpers are compiled under the MLP's flags, as the MLP is. */
+#include "../_dense_cpu.h"
 
-/* exp(x) by range reduction and a degree-6 polynomial (Cephes expf's coefficients, ~1 ulp on
- * the clamped range): plain arithmetic, so the element loops vectorise (libm's expf would not). */
-INLINE float exp_poly(float x) {
-    x = x < 88.0f ? x : 88.0f;
-    x = x > -87.0f ? x : -87.0f;
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float n = (x * 1.44269504088896341f + magic) - magic;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits;
-    memcpy(&bits, &p, 4);
-    bits += (int32_t)n << 23;
-    memcpy(&p, &bits, 4);
-    return p;
-}
+#define TILE TILE_ROWS /* rows evaluated together: each weight load serves four rows */
 
 /* y[r, :n] = tanh(b + x[r, :k] @ w) for the TILE rows of x (row stride ldx) into y (row stride
  * MAX_WIDTH); w (k, n) row-major; tanh as 2 sigmoid(2z) - 1. A 4 x 16 register tile: per k two
@@ -136,7 +104,7 @@ INLINE void dense_tanh(int k, int n, const float *x, int ldx, const float *w, co
     for (int r = 0; r < TILE; r++)
         for (j = 0; j < n; j++) {
             const float z = y[r * MAX_WIDTH + j];
-            y[r * MAX_WIDTH + j] = 2.0f / (1.0f + exp_poly(-2.0f * z)) - 1.0f;
+            y[r * MAX_WIDTH + j] = tanh_approx(z);
         }
 }
 
