@@ -21,6 +21,8 @@ from typing import Any, cast
 import numpy as np
 from gymnasium import spaces
 
+from rlperf.envs.contract import ARRAY_SPACES
+
 ALIGN_BYTES = 64  # one cache line: two arrays never share a line
 
 # Commands the parent writes to ``command[w]`` (see worker.py).
@@ -68,8 +70,6 @@ class Layout:
         }
 
 
-# The spaces a worker's rows hold in shared memory, and the containers of those.
-LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 # Bits of a worker's ``has`` word: which infos its last step (or reset) gave.
 HAS_FINAL_OBS, HAS_EPISODE, HAS_FINAL_INFO, HAS_EXTRA = 1, 2, 4, 8
 # The control-channel entry naming a gym: id's info entries a worker kept wider than the type
@@ -89,7 +89,7 @@ def space_leaves(
         UnsupportedSpaceError: a space with no fixed-size batch (Graph, Sequence, OneOf, Text or
             one rlperf does not know), naming it and the wrapper that makes it usable.
     """
-    if isinstance(space, LEAF_SPACES):
+    if isinstance(space, ARRAY_SPACES):  # one array in shared memory
         return [(path, space)]
     if isinstance(space, spaces.Tuple):
         return [
