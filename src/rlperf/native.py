@@ -661,14 +661,15 @@ def mlp_update_fits(widths: list[int], actions: int) -> bool:
     )
 
 
-# Phases of MLPUpdateKernel's timing, in the kernel's order.
-MLP_UPDATE_PHASES = ("loss", "backward", "optimizer_step")
+# Phases of MLPUpdateKernel's timing, in the kernel's order (the last only in `epochs`).
+MLP_UPDATE_PHASES = ("loss", "backward", "optimizer_step", "minibatch_prep")
 
 
 class MLPUpdateKernel:
     """The PPO update of ``policies/mlp.py``'s actor-critic (one categorical action) on
     ``batch``-row minibatches, in two kernel calls (``ppo/_mlp_update_cpu.c``):
-    :meth:`gradients` (forward, loss and head gradients, backward, clipping) and :meth:`adam`.
+    :meth:`gradients` (forward, loss and head gradients, backward, clipping) and :meth:`adam`;
+    or every minibatch of every epoch of a rollout in one (:meth:`epochs`).
 
     Bound to the flat parameters, their gradient and Adam's state (``ppo/optim.py``'s
     :class:`~rlperf.ppo.optim.FlatAdam` tensors), all checked once, then compared by pointer on
@@ -715,6 +716,9 @@ class MLPUpdateKernel:
             "grad_logits": new(batch, actions), "grad_value": new(batch),
             "wt": new(max([a * b for a, b in zip(widths[1:-1], widths[2:], strict=True)] or [1])),
         }  # fmt: skip
+        # epochs' gathered minibatch: actions, then old log-probs, advantages, returns, values.
+        self._mb_actions = torch.zeros(batch, dtype=torch.int64)
+        self._mb_columns = new(4, batch)
         # Per phase (MLP_UPDATE_PHASES): total ns, calls, shortest, longest; the kernel adds.
         self.times = torch.zeros(len(MLP_UPDATE_PHASES), 4, dtype=torch.int64)
         self._grad_args = _Bound(
@@ -724,6 +728,10 @@ class MLPUpdateKernel:
             ("param", param), ("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq),
             ("step", step),
         ])  # fmt: skip
+        self._epoch_args = _Bound("MLPUpdateKernel", [
+            ("param", param), ("grad", grad), *own.items(), ("exp_avg", exp_avg),
+            ("exp_avg_sq", exp_avg_sq), ("step", step),
+        ], frozenset(own))  # fmt: skip
         self._head = (len(widths) - 1, actions)
         self._tail = (*widths, count)
 
@@ -781,6 +789,63 @@ class MLPUpdateKernel:
             self.count, float(lr), float(beta1), float(beta2), float(eps), float(max_grad_norm),
             *self._adam_args.ptrs(), self.times.data_ptr(),
         )  # fmt: skip
+
+    def epochs(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        logprobs: torch.Tensor,
+        values: torch.Tensor,
+        advantages: torch.Tensor,
+        perms: torch.Tensor,
+        minibatches: int,
+        norm_adv: bool,
+        clip_coef: float,
+        clip_vloss: bool,
+        ent_coef: float,
+        vf_coef: float,
+        max_grad_norm: float,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+    ) -> torch.Tensor:
+        """A rollout's whole update in one call: for each permutation (epoch), ``minibatches``
+        minibatches of ``batch`` rows in its order (rows past them left out), each gathered,
+        its advantages normalized if ``norm_adv`` (``ppo/loss.py``'s ``normalize_advantages``),
+        then :meth:`gradients` and :meth:`adam` as the two calls do them. The same arithmetic in
+        the same order as the sampler's minibatches through those calls, so the same parameters
+        bit for bit (the tests compare them). Returns the minibatches' stats summed (5,).
+
+        Args:
+            obs: (rows, widths[0]) float32, contiguous; actions (rows,) int64; logprobs,
+                values, advantages (rows,) float32, contiguous; returns are advantages + values.
+            perms: (epochs, rows) int64, contiguous, each row a permutation of ``0..rows-1``
+                (an entry out of range, or an action out of range, is a ``ValueError`` and
+                nothing is written).
+        """
+        rows = obs.shape[0] if obs.dim() == 2 else -1
+        epochs = perms.shape[0] if perms.dim() == 2 else -1
+        vec = (rows,)
+        ptrs = (
+            _ptr("obs", obs, (rows, self.widths[0])), _ptr("actions", actions, vec, torch.int64),
+            _ptr("logprobs", logprobs, vec), _ptr("values", values, vec),
+            _ptr("advantages", advantages, vec), _ptr("perms", perms, (epochs, rows), torch.int64),
+        )  # fmt: skip
+        if minibatches < 1 or minibatches * self.batch > rows:
+            raise KernelArgumentError(
+                f"epochs: {rows} rows do not hold {minibatches} minibatches of {self.batch} rows"
+            )
+        cols = self._mb_columns
+        stats = obs.new_zeros(5)
+        _update.epochs(  # type: ignore[union-attr]  # __init__ checked it is loaded
+            rows, self.batch, minibatches, epochs, *self._head, int(clip_vloss), int(norm_adv),
+            *self._tail, float(clip_coef), float(ent_coef), float(vf_coef), float(max_grad_norm),
+            float(lr), float(beta1), float(beta2), float(eps), *ptrs,
+            self._mb_actions.data_ptr(), *(cols[i].data_ptr() for i in range(4)),
+            *self._epoch_args.ptrs(), stats.data_ptr(), self.times.data_ptr(),
+        )  # fmt: skip
+        return stats
 
     def take_times(self) -> dict[str, tuple[int, int, int, int]]:
         """Each phase's (total ns, calls, shortest ns, longest ns) since the last take, of the

@@ -361,3 +361,140 @@ def test_the_native_update_is_chosen_where_it_applies() -> None:
     assert type(make_update(policy.double(), cfg, 128, False)) is AnalyticUpdate, "float64"
     cfg.policy.analytic = False
     assert type(make_update(policy, cfg, 128, False)) is AutogradUpdate
+
+
+def _rollout(num_steps: int, num_envs: int, obs_dim: int, actions: int, seed: int):
+    """A RolloutBuffer of random (T, N) transitions, as after GAE."""
+    from rlperf.ppo.rollout import RolloutBuffer
+
+    spec = EnvSpec(num_envs, (obs_dim,), np.dtype(np.float32),
+                   ActionSpec("discrete", (actions,), 1))  # fmt: skip
+    buf = RolloutBuffer(num_steps, num_envs, spec, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(seed)
+    shape = (num_steps, num_envs)
+    buf.obs.copy_(torch.randn((*shape, obs_dim), generator=gen))
+    buf.actions.copy_(torch.randint(0, actions, shape, generator=gen))
+    buf.logprobs.copy_(-torch.rand(shape, generator=gen) * 2)
+    buf.values.copy_(torch.randn(shape, generator=gen) * 3)
+    buf.advantages.copy_(torch.randn(shape, generator=gen) * 2 + 0.5)
+    return buf
+
+
+def _minibatch_path(update, sampler, ppo: PPOConfig, gen: torch.Generator) -> torch.Tensor:
+    """The trainer's per-minibatch loop (ppo/trainer.py), the reference of update_rollout."""
+    prof = Profiler(enabled=False)
+    total = torch.zeros(5)
+    sampler.prepare()
+    for _ in range(ppo.update_epochs):
+        for mb in sampler.epoch(ppo.num_minibatches, gen):
+            adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
+            total += update.gradients(mb, adv, prof)
+            update.apply(prof)
+    return total
+
+
+@pytest.mark.kernel("update")
+@pytest.mark.parametrize(
+    ("shape", "epochs", "minibatches", "norm_adv", "max_grad_norm"),
+    [((128, 4), 4, 4, True, 0.5), ((32, 64), 4, 4, True, 0.5), ((10, 6), 2, 3, False, 0.5),
+     ((16, 8), 3, 2, True, 0.0), ((8, 256), 1, 1, True, 1e6)],
+    ids=["4x128", "64x32", "6x10-no-norm", "8x16-no-clip", "256x8-one-minibatch"],
+)  # fmt: skip
+def test_whole_update_is_the_minibatch_loop_bit_for_bit(
+    shape, epochs, minibatches, norm_adv, max_grad_norm
+) -> None:
+    """update_rollout (every epoch in one kernel call, the advantage normalization in C)
+    against the sampler's minibatches through gradients and apply, over two rollouts: the
+    parameters, Adam's state, the generator's state and the summed stats equal in every bit."""
+    from rlperf.ppo.samplers import PackedTableSampler
+
+    ppo = PPOConfig(update_epochs=epochs, num_minibatches=minibatches, norm_adv=norm_adv,
+                    max_grad_norm=max_grad_norm)  # fmt: skip
+    num_steps, num_envs = shape
+    batch = num_steps * num_envs // minibatches
+    torch.manual_seed(0)
+    spec = EnvSpec(num_envs, (4,), np.dtype(np.float32), ActionSpec("discrete", (3,), 1))
+    whole_policy, loop_policy = MLPActorCritic(spec, (64, 64)), MLPActorCritic(spec, (64, 64))
+    loop_policy.flat.data.copy_(whole_policy.flat.detach())
+    whole = NativeMLPUpdate(whole_policy, ppo, batch)
+    loop = NativeMLPUpdate(loop_policy, ppo, batch)
+    gens = [torch.Generator().manual_seed(7) for _ in range(2)]
+    prof = Profiler(enabled=False)
+    for rollout in range(2):
+        buf = _rollout(num_steps, num_envs, 4, 3, seed=rollout)
+        assert whole.takes_rollout(buf)
+        whole.lr = loop.lr = ppo.learning_rate * (1 - rollout / 2)
+        stats = whole.update_rollout(buf, minibatches, gens[0], prof)
+        ref = _minibatch_path(loop, PackedTableSampler(buf), ppo, gens[1])
+        assert torch.equal(stats, ref), f"rollout {rollout}: stats"
+        assert torch.equal(whole_policy.flat.detach(), loop_policy.flat.detach()), "parameters"
+        for name in ("exp_avg", "exp_avg_sq", "step_count"):
+            a, b = getattr(whole.optimizer, name), getattr(loop.optimizer, name)
+            assert torch.equal(a, b), f"rollout {rollout}: {name}"
+        assert torch.equal(gens[0].get_state(), gens[1].get_state()), "the same draws"
+    assert float(whole.optimizer.step_count) == 2 * epochs * minibatches
+
+
+@pytest.mark.kernel("update")
+def test_whole_update_times_every_phase_of_every_minibatch() -> None:
+    ppo = PPOConfig(update_epochs=3, num_minibatches=4)
+    torch.manual_seed(0)
+    spec = EnvSpec(4, (4,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    update = NativeMLPUpdate(MLPActorCritic(spec, (64, 64)), ppo, 32)
+    prof = Profiler()
+    with prof.section("update"):
+        update.update_rollout(_rollout(32, 4, 4, 2, seed=0), 4, torch.Generator(), prof)
+        update.report_times(prof)
+    got = {s.name: s for s in prof.stats()}
+    for name in ("loss", "backward", "optimizer_step"):
+        assert got[f"update/{name}"].calls == 12, name
+        assert got[f"update/{name}"].total_ns > 0, name
+    # Twelve gathers in the kernel, and the permutations drawn once in Python.
+    assert got["update/minibatch_prep"].calls == 13
+
+
+@pytest.mark.kernel("update")
+def test_whole_update_refuses_bad_indices_and_writes_nothing() -> None:
+    ppo = PPOConfig(update_epochs=2, num_minibatches=2)
+    torch.manual_seed(0)
+    spec = EnvSpec(4, (4,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    policy = MLPActorCritic(spec, (64, 64))
+    update = NativeMLPUpdate(policy, ppo, 16)
+    buf = _rollout(8, 4, 4, 2, seed=0)
+    before, rows = policy.flat.detach().clone(), 32
+    perms = torch.stack([torch.randperm(rows) for _ in range(2)])
+    args = (0.2, True, 0.0, 0.5, 0.5, 2.5e-4, 0.9, 0.999, 1e-5)
+    columns = (buf.obs.view(rows, 4), buf.actions.view(rows), buf.logprobs.view(rows),
+               buf.values.view(rows), buf.advantages.view(rows))  # fmt: skip
+    bad_perms = perms.clone()
+    bad_perms[1, 5] = rows
+    with pytest.raises(ValueError, match="permutation entry 37 is 32, outside 0..31"):
+        update.kernel.epochs(*columns, bad_perms, 2, True, *args)
+    bad_actions = buf.actions.view(rows).clone()
+    bad_actions[3] = 2
+    with pytest.raises(ValueError, match="action 2 of row 3 is outside 0..1"):
+        update.kernel.epochs(columns[0], bad_actions, *columns[2:], perms, 2, True, *args)
+    with pytest.raises(ValueError, match="32 rows do not hold 3 minibatches of 16 rows"):
+        update.kernel.epochs(*columns, perms, 3, True, *args)
+    with pytest.raises(ValueError, match=r"perms: .*int64"):
+        update.kernel.epochs(*columns, perms.int(), 2, True, *args)
+    assert torch.equal(policy.flat.detach(), before)
+    assert float(update.optimizer.step_count) == 0
+
+
+@pytest.mark.kernel("update")
+def test_whole_update_is_taken_only_where_it_applies() -> None:
+    from rlperf.ppo.build import whole_update
+    from rlperf.ppo.rollout import RolloutBuffer
+
+    ppo = PPOConfig()
+    spec = EnvSpec(4, (4,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    update = NativeMLPUpdate(MLPActorCritic(spec, (64, 64)), ppo, 32)
+    cpu = torch.device("cpu")
+    buf = RolloutBuffer(32, 4, spec, cpu)
+    assert whole_update(update, buf) is update
+    assert whole_update(update, RolloutBuffer(32, 4, spec, cpu, teacher=True)) is None
+    update.grad_allreduce = lambda grad: None  # several ranks: a gradient per minibatch
+    assert whole_update(update, buf) is None
+    analytic = AnalyticUpdate(MLPActorCritic(spec, (64, 64)), ppo, 32)
+    assert whole_update(analytic, buf) is None

@@ -1,7 +1,8 @@
 /* The whole PPO update of one minibatch for the stacked actor-critic MLP of policies/mlp.py, on
  * the CPU in float32, in two calls: `gradients` (forward of actor and critic, the PPO loss and
  * its head gradients, backward, global gradient-norm clipping) and `adam` (one Adam step on the
- * flat parameter buffer). Called only from rlperf/native.py (MLPUpdateKernel), which checks
+ * flat parameter buffer); or a rollout's every epoch of minibatches in one (`epochs`: the
+ * gather of each minibatch's rows and the normalization of its advantages, then the two). Called only from rlperf/native.py (MLPUpdateKernel), which checks
  * every tensor and binds the parameters, the optimizer state and this call's scratch once.
  *
  * Why: at 128 samples the analytic update in torch (ppo/update.py's AnalyticUpdate) issued ~40
@@ -22,9 +23,10 @@
  * d loss / d pre-activation; logits, grad_logits (n, A); value, grad_value (n); wt, one
  * transposed hidden weight.
  *
- * Timing: each call adds its phases' nanoseconds (CLOCK_MONOTONIC) into `times`, int64 (3, 4):
- * per phase (0 forward + loss, 1 backward + clipping, 2 Adam) the total, the calls, the
- * shortest and the longest; native.py hands them to the profiler once per update.
+ * Timing: each call adds its phases' nanoseconds (CLOCK_MONOTONIC) into `times`, int64 (4, 4):
+ * per phase (0 forward + loss, 1 backward + clipping, 2 Adam, 3 gather + normalization) the
+ * total, the calls, the shortest and the longest; native.py hands them to the profiler once
+ * per update. Two clock reads a phase, ~50 ns each, against ~30-70 us phases at 128 rows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -108,9 +110,10 @@ INLINE void matmul_rows(int n, int k, int m, const float *a, const float *b, flo
 HOT static void forward(const Update *u) {
     float pad[TILE_ROWS * MAX_WIDTH];
     const int n = u->n, L = u->n_layers, A = u->actions, w_last = u->width[L];
-    for (int r = 0; r < n; r++)
-        memcpy(u->x0 + (long)r * u->width[0], u->obs + r * u->obs_row,
-               sizeof(float) * u->width[0]);
+    if (u->obs != u->x0) /* the epochs' gather writes x0 itself */
+        for (int r = 0; r < n; r++)
+            memcpy(u->x0 + (long)r * u->width[0], u->obs + r * u->obs_row,
+                   sizeof(float) * u->width[0]);
     for (int k = 0; k < 2; k++) {
         for (int l = 0; l < L; l++) {
             const int w0 = u->width[l], w1 = u->width[l + 1];
@@ -253,56 +256,74 @@ static int as_ptrs(PyObject *const *args, int count, void **out) {
     return 0;
 }
 
+/* The layout every entry point shares: `ints` ints (index `layers_at` the hidden layers' count
+ * L), L + 1 widths and the parameter count, `floats` doubles, `ptrs` pointers, read into d, f
+ * and p. Returns L, or -1 with a Python error set. */
+static long parse_args(PyObject *const *args, Py_ssize_t nargs, int ints, int layers_at,
+                       int floats, int ptrs, long *d, double *f, void **p) {
+    if (nargs < ints || as_longs(args, ints, d) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "too few arguments");
+        return -1;
+    }
+    const long L = d[layers_at];
+    if (L < 0 || L > MAX_LAYERS) {
+        PyErr_Format(PyExc_ValueError, "need 0..%d hidden layers, got %ld", MAX_LAYERS, L);
+        return -1;
+    }
+    const Py_ssize_t want = ints + L + 2 + floats + ptrs;
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "expected %zd arguments, got %zd", want, nargs);
+        return -1;
+    }
+    if (as_longs(args + ints, (int)L + 2, d + ints) < 0 ||
+        as_doubles(args + ints + L + 2, floats, f) < 0 ||
+        as_ptrs(args + ints + L + 2 + floats, ptrs, p) < 0)
+        return -1;
+    return L;
+}
+
+/* u's widths from `widths` (n_layers + 1 of them) and its layout, checked against the
+ * parameter count `count` that follows them. Returns the count, or -1 with a Python error set. */
+static long set_widths(Update *u, const long *widths) {
+    for (int l = 0; l <= u->n_layers; l++) {
+        u->width[l] = (int)widths[l];
+        if (u->width[l] < 1 || u->width[l] > MAX_WIDTH) {
+            PyErr_Format(PyExc_ValueError, "need widths of 1..%d, got %d", MAX_WIDTH, u->width[l]);
+            return -1;
+        }
+    }
+    const long count = layout(u), given = widths[u->n_layers + 1];
+    if (count != given) {
+        PyErr_Format(PyExc_ValueError, "these widths take %ld parameters, the buffer has %ld",
+                     count, given);
+        return -1;
+    }
+    return count;
+}
+
 /* gradients(10 ints: n, n_layers, A, clip_vloss, strides of obs rows, action, oldlogp, adv,
  *           ret, oldv; n_layers + 1 widths; param count; 4 floats: clip_coef, ent_coef,
  *           vf_coef, max_grad_norm (<= 0: no clipping); 18 pointers: obs, action, oldlogp, adv,
  *           ret, oldv, param, grad, x0, hidden, dz, logits, value, grad_logits, grad_value, wt,
- *           stats (5,), times (3, 4)) */
+ *           stats (5,), times (4, 4)) */
 #define G_INTS 10
 #define G_FLOATS 4
 #define G_PTRS 18
 static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long d[G_INTS + MAX_LAYERS + 2];
-    if (nargs < G_INTS || as_longs(args, G_INTS, d) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "too few arguments");
-        return NULL;
-    }
-    const long L = d[1];
-    if (L < 0 || L > MAX_LAYERS) {
-        PyErr_Format(PyExc_ValueError, "need 0..%d hidden layers, got %ld", MAX_LAYERS, L);
-        return NULL;
-    }
-    const Py_ssize_t want = G_INTS + L + 2 + G_FLOATS + G_PTRS;
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "expected %zd arguments, got %zd", want, nargs);
-        return NULL;
-    }
     double f[G_FLOATS];
     void *p[G_PTRS];
-    if (as_longs(args + G_INTS, (int)L + 2, d + G_INTS) < 0 ||
-        as_doubles(args + G_INTS + L + 2, G_FLOATS, f) < 0 ||
-        as_ptrs(args + G_INTS + L + 2 + G_FLOATS, G_PTRS, p) < 0)
-        return NULL;
+    const long L = parse_args(args, nargs, G_INTS, 1, G_FLOATS, G_PTRS, d, f, p);
+    if (L < 0) return NULL;
     Update u = {.n = (int)d[0], .n_layers = (int)L, .actions = (int)d[2], .obs_row = d[4]};
     if (d[0] < 1 || d[2] < 1 || d[2] > MAX_ACTIONS) {
         PyErr_Format(PyExc_ValueError, "need n >= 1 and 1..%d actions, got %ld and %ld",
                      MAX_ACTIONS, d[0], d[2]);
         return NULL;
     }
-    for (int l = 0; l <= L; l++) {
-        u.width[l] = (int)d[G_INTS + l];
-        if (u.width[l] < 1 || u.width[l] > MAX_WIDTH) {
-            PyErr_Format(PyExc_ValueError, "need widths of 1..%d, got %d", MAX_WIDTH, u.width[l]);
-            return NULL;
-        }
-    }
-    const long count = layout(&u);
-    if (count != d[G_INTS + L + 1]) {
-        PyErr_Format(PyExc_ValueError, "these widths take %ld parameters, the buffer has %ld",
-                     count, d[G_INTS + L + 1]);
-        return NULL;
-    }
+    const long count = set_widths(&u, d + G_INTS);
+    if (count < 0) return NULL;
     u.obs = p[0], u.param = p[6], u.grad = p[7], u.x0 = p[8], u.hidden = p[9], u.dz = p[10];
     u.logits = p[11], u.value = p[12], u.grad_logits = p[13], u.grad_value = p[14], u.wt = p[15];
     u.max_grad_norm = (float)f[3];
@@ -339,7 +360,7 @@ static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* adam(count, lr, beta1, beta2, eps, max_grad_norm (> 0: clip the gradient first, for several
  *      ranks, whose gradient is averaged between the two calls), 6 pointers: param, grad,
- *      exp_avg, exp_avg_sq, step (a float32 scalar, advanced here), times (3, 4)) */
+ *      exp_avg, exp_avg_sq, step (a float32 scalar, advanced here), times (4, 4)) */
 static PyObject *py_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 12) {
@@ -361,9 +382,147 @@ static PyObject *py_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* The rollout's columns the update reads, (rows,) each, and the observations (rows, width[0]). */
+typedef struct {
+    const float *obs, *logp, *val, *adv;
+    const int64_t *act;
+} Rollout;
+
+/* A minibatch's columns, (b,) each: where the loss reads them. */
+typedef struct {
+    int64_t *act;
+    float *logp, *adv, *ret, *val;
+} Columns;
+
+/* One minibatch's rows of the rollout, `idx` (b,) into it, as the packed-table sampler
+ * (ppo/samplers.py) hands them to `gradients`: the observations into x0, the rest into `mb`,
+ * returns = advantages + values (one float32 add, as the sampler's torch.add). */
+static void gather(const Update *u, const int64_t *idx, const Rollout *src, const Columns *mb) {
+    const int w0 = u->width[0];
+    for (int r = 0; r < u->n; r++) {
+        const int64_t i = idx[r];
+        memcpy(u->x0 + (long)r * w0, src->obs + i * w0, sizeof(float) * w0);
+        mb->act[r] = src->act[i];
+        mb->logp[r] = src->logp[i];
+        mb->val[r] = src->val[i];
+        mb->adv[r] = src->adv[i];
+        mb->ret[r] = src->adv[i] + src->val[i];
+    }
+}
+
+/* ppo/loss.py's normalize_advantages, (adv - mean) / (std + 1e-8) with the unbiased std, as torch
+ * computes it on one thread: torch.std_mean is a serial Welford pass in double (ATen's WelfordOps:
+ * mean += delta / n, m2 += delta (x - new mean)), the std's square root taken in double, both
+ * rounded to float32; the rest is float32 arithmetic. Contraction off, so nothing is fused that
+ * torch does not fuse: tested bit for bit against it. */
+__attribute__((optimize("fp-contract=off"))) HOT static void normalize(int n, float *adv) {
+    double mean = 0.0, m2 = 0.0;
+    for (int i = 0; i < n; i++) {
+        const double x = adv[i], delta = x - mean;
+        mean += delta / (double)(i + 1);
+        m2 += delta * (x - mean);
+    }
+    const float mean_f = (float)mean, denom = (float)sqrt(m2 / (double)(n - 1)) + 1e-8f;
+    for (int i = 0; i < n; i++) adv[i] = (adv[i] - mean_f) / denom;
+}
+
+/* epochs(8 ints: rows, b, minibatches, epochs, n_layers, A, clip_vloss, norm_adv; n_layers + 1
+ *        widths; param count; 8 floats: clip_coef, ent_coef, vf_coef, max_grad_norm (<= 0: no
+ *        clipping), lr, beta1, beta2, eps; 26 pointers: the rollout's obs (rows, width[0]),
+ *        actions int64, logprobs, values, advantages (rows,); perms int64 (epochs, rows); the
+ *        minibatch's actions int64, oldlogp, adv, ret, oldv (b,); param, grad, x0, hidden, dz,
+ *        logits, value, grad_logits, grad_value, wt, exp_avg, exp_avg_sq, step; stats_sum (5,);
+ *        times (4, 4))
+ *
+ * The trainer's whole update of a feed-forward rollout in one call: for each epoch, `minibatches`
+ * minibatches of `b` rows in the order of that epoch's permutation (rows past them left out, as
+ * the sampler), each gathered, its advantages normalized if asked, then `gradients` and
+ * `adam` as the per-minibatch calls do them; each minibatch's stats added into stats_sum in
+ * order. Phase 3 of `times` is the gather and the normalization (minibatch_prep). */
+#define E_INTS 8
+#define E_FLOATS 8
+#define E_PTRS 26
+static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long d[E_INTS + MAX_LAYERS + 2];
+    double f[E_FLOATS];
+    void *p[E_PTRS];
+    const long L = parse_args(args, nargs, E_INTS, 4, E_FLOATS, E_PTRS, d, f, p);
+    if (L < 0) return NULL;
+    const long rows = d[0], b = d[1], mbs = d[2], epochs = d[3];
+    if (b < 1 || mbs < 1 || epochs < 0 || b * mbs > rows || d[5] < 1 || d[5] > MAX_ACTIONS) {
+        PyErr_Format(PyExc_ValueError,
+                     "need 1 <= b, 1 <= minibatches, b x minibatches <= rows, epochs >= 0 and "
+                     "1..%d actions, got b %ld, %ld minibatches, %ld rows, %ld epochs, %ld "
+                     "actions", MAX_ACTIONS, b, mbs, rows, epochs, d[5]);
+        return NULL;
+    }
+    Update u = {.n = (int)b, .n_layers = (int)L, .actions = (int)d[5]};
+    const long count = set_widths(&u, d + E_INTS);
+    if (count < 0) return NULL;
+    const Rollout src = {.obs = p[0], .act = p[1], .logp = p[2], .val = p[3], .adv = p[4]};
+    const Columns mb = {.act = p[6], .logp = p[7], .adv = p[8], .ret = p[9], .val = p[10]};
+    const int64_t *perms = p[5];
+    /* Every index is read before anything is written: a bad one leaves the model as it was. */
+    for (long i = 0; i < epochs * rows; i++)
+        if (perms[i] < 0 || perms[i] >= rows) {
+            PyErr_Format(PyExc_ValueError, "permutation entry %ld is %lld, outside 0..%ld", i,
+                         (long long)perms[i], rows - 1);
+            return NULL;
+        }
+    for (long i = 0; i < rows; i++)
+        if (src.act[i] < 0 || src.act[i] >= u.actions) {
+            PyErr_Format(PyExc_ValueError, "action %lld of row %ld is outside 0..%d",
+                         (long long)src.act[i], i, u.actions - 1);
+            return NULL;
+        }
+    u.param = p[11], u.grad = p[12], u.x0 = p[13], u.hidden = p[14], u.dz = p[15];
+    u.logits = p[16], u.value = p[17], u.grad_logits = p[18], u.grad_value = p[19], u.wt = p[20];
+    u.obs = u.x0, u.obs_row = u.width[0]; /* gathered there */
+    u.max_grad_norm = (float)f[3];
+    float stats[5];
+    u.loss = (Loss){.n = u.n, .actions = u.actions, .logits = u.logits, .logits_row = u.actions,
+                    .logits_col = 1, .value = u.value, .value_stride = 1, .action = mb.act,
+                    .action_stride = 1, .oldlogp = mb.logp, .oldlogp_stride = 1, .adv = mb.adv,
+                    .adv_stride = 1, .ret = mb.ret, .ret_stride = 1, .oldv = mb.val,
+                    .oldv_stride = 1, .clip_coef = f[0], .ent_coef = f[1], .vf_coef = f[2],
+                    .clip_vloss = (int)d[6], .grad_logits = u.grad_logits, .grad_row = u.actions,
+                    .grad_col = 1, .grad_value = u.grad_value, .grad_value_stride = 1,
+                    .stats = stats};
+    float *stats_sum = p[24];
+    int64_t *times = p[25];
+    const int norm_adv = (int)d[7];
+    Py_BEGIN_ALLOW_THREADS
+    for (long e = 0; e < epochs; e++) {
+        for (long m = 0; m < mbs; m++) {
+            const int64_t t0 = now_ns();
+            gather(&u, perms + e * rows + m * b, &src, &mb);
+            if (norm_adv) normalize(u.n, mb.adv);
+            const int64_t t1 = now_ns();
+            forward(&u);
+            loss_all(&u.loss, 1); /* every action was checked above */
+            const int64_t t2 = now_ns();
+            backward(&u);
+            if (u.max_grad_norm > 0.0f) clip(u.grad, count, u.max_grad_norm);
+            const int64_t t3 = now_ns();
+            adam(count, u.param, u.grad, p[21], p[22], p[23], f[4], f[5], f[6], f[7]);
+            for (int i = 0; i < 5; i++) stats_sum[i] += stats[i];
+            const int64_t t4 = now_ns();
+            record(times, 3, t1 - t0);
+            record(times, 0, t2 - t1);
+            record(times, 1, t3 - t2);
+            record(times, 2, t4 - t3);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"gradients", (PyCFunction)(void (*)(void))py_gradients, METH_FASTCALL,
      "gradients(ints..., widths..., floats..., pointers...): see _mlp_update_cpu.c"},
+    {"epochs", (PyCFunction)(void (*)(void))py_epochs, METH_FASTCALL,
+     "epochs(ints..., widths..., floats..., pointers...): see _mlp_update_cpu.c"},
     {"adam", (PyCFunction)(void (*)(void))py_adam, METH_FASTCALL,
      "adam(count, lr, beta1, beta2, eps, max_grad_norm, pointers...): see _mlp_update_cpu.c"},
     {NULL, NULL, 0, NULL},

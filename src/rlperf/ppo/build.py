@@ -113,6 +113,15 @@ def make_update(
     return AutogradUpdate(policy, ppo, ppo.precision, ppo.compile)
 
 
+def whole_update(update: Update, buffer: RolloutBuffer) -> NativeMLPUpdate | None:
+    """``update`` where it can run a rollout's every epoch in one kernel call
+    (:meth:`~rlperf.ppo.update.NativeMLPUpdate.takes_rollout`; set ``grad_allreduce`` first),
+    else None: the trainer then goes through the sampler's minibatches."""
+    if isinstance(update, NativeMLPUpdate) and update.takes_rollout(buffer):
+        return update
+    return None
+
+
 def make_sampler(buffer: RolloutBuffer) -> Sampler:
     """The minibatch sampler for what ``buffer`` holds (see the module docstring)."""
     if buffer.recurrent:

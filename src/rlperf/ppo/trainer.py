@@ -56,6 +56,7 @@ from rlperf.ppo.build import (
     make_update,
     resolve_device,
     run_facts,
+    whole_update,
 )
 from rlperf.ppo.fused_rollout import make_fused
 from rlperf.ppo.gae import gae
@@ -205,6 +206,8 @@ class Trainer:
             teacher=teacher,
         )
         self.sampler = make_sampler(self.buffer)
+        # The native MLP update of a flat rollout: every epoch in one call (ppo/update.py).
+        self.whole_update = whole_update(self.update_impl, self.buffer)
         # Sampling on the device, shuffling on the host (randperm's generator must be CPU).
         self.sample_gen = torch.Generator(device=self.device).manual_seed(seed)
         self.shuffle_gen = torch.Generator().manual_seed(seed + 1)
@@ -341,6 +344,13 @@ class Trainer:
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         threads = self.threads.update
         threads.begin()
+        if self.whole_update is not None and not supervised:  # one kernel call
+            stats_sum = self.whole_update.update_rollout(
+                self.buffer, ppo.num_minibatches, self.shuffle_gen, self.prof
+            )
+            threads.end(ppo.update_epochs * ppo.num_minibatches)  # one C thread: nothing to watch
+            impl.report_times(self.prof)
+            return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
         with sec(names.MINIBATCH_PREP):
             self.sampler.prepare()
         for _ in range(ppo.update_epochs):
