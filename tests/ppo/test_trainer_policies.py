@@ -265,16 +265,23 @@ def test_multidiscrete_and_box_actions_train(test_envs: dict, env: str) -> None:
     assert trainer.spec.action.kind == kind
 
 
-def test_large_minibatches_take_the_two_thread_analytic_update_not_the_native_one() -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_minibatches_take_the_native_update_only_on_one_thread(threads: int) -> None:
     """The native update runs on one thread: past NATIVE_UPDATE_MAX_SAMPLES the analytic
-    update's torch matmuls on --threads are faster (ppo/build.py)."""
+    update's torch matmuls on 2 threads are faster, on one thread the native update still is
+    (ppo/build.py)."""
     from rlperf.ppo.build import NATIVE_UPDATE_MAX_SAMPLES
 
     num_envs = 4 * NATIVE_UPDATE_MAX_SAMPLES // 16 * 2  # minibatch = 2x the limit at 16 steps
     cfg = config(
         1, env__num_envs=num_envs, ppo__num_steps=16, ppo__num_minibatches=4,
-        run__total_steps=num_envs * 16,
+        run__total_steps=num_envs * 16, run__threads=threads,
     )  # fmt: skip
-    trainer = Trainer(cfg, profiler=Profiler())
+    before = torch.get_num_threads()
+    try:
+        trainer = Trainer(cfg, profiler=Profiler())
+    finally:
+        torch.set_num_threads(before)
     assert trainer.batch_size // 4 > NATIVE_UPDATE_MAX_SAMPLES
-    assert isinstance(trainer.update_impl, AnalyticUpdate)
+    native_here = threads == 1 and native.update_available()
+    assert type(trainer.update_impl) is (NativeMLPUpdate if native_here else AnalyticUpdate)

@@ -49,7 +49,9 @@ StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any
 Update = NativeMLPUpdate | AnalyticUpdate | AutogradUpdate
 # The native update is one thread: at 1024x32 (8192-sample minibatches) the analytic update's
 # torch matmuls on 2 threads beat it (312k against 202k SPS, paired medians of 4 rounds,
-# docs/journal/performance.md, 2026-11-26); at 512 samples (64x32) it is 1.12x ahead.
+# docs/journal/performance.md, 2026-11-26); at 512 samples (64x32) it is 1.12x ahead. Where the
+# update has one thread anyway it is ahead at 8192 samples too (1.11x the analytic update's
+# SPS at 1024x32, --threads 1, 3 interleaved rounds, 2026-11-26), so the limit is for 2+.
 NATIVE_UPDATE_MAX_SAMPLES = 2048
 Sampler = PackedTableSampler | RowSampler | SegmentSampler
 
@@ -99,7 +101,9 @@ def check_total_steps(cfg: Config, rows: int, world_size: int) -> None:
 def make_update(
     policy: ActorCritic, cfg: Config, minibatch_size: int, supervised_phase: bool
 ) -> Update:
-    """The update for ``policy``: analytic where it applies (see the module docstring).
+    """The update for ``policy``: analytic where it applies (see the module docstring); the
+    native one for minibatches of up to :data:`NATIVE_UPDATE_MAX_SAMPLES` rows, or any size
+    where torch has one thread (call it after ``torch.set_num_threads``).
 
     Args:
         minibatch_size: rows of one minibatch (the analytic update sizes its scratch once).
@@ -107,7 +111,9 @@ def make_update(
     """
     ppo = cfg.ppo
     if cfg.policy.analytic and not supervised_phase and analytic_update_applies(policy, ppo):
-        if native_update_applies(policy, ppo) and minibatch_size <= NATIVE_UPDATE_MAX_SAMPLES:
+        one_thread = torch.get_num_threads() == 1  # the update's threads, set by now
+        native_size = one_thread or minibatch_size <= NATIVE_UPDATE_MAX_SAMPLES
+        if native_update_applies(policy, ppo) and native_size:
             return NativeMLPUpdate(policy, ppo, minibatch_size)
         return AnalyticUpdate(policy, ppo, minibatch_size)
     return AutogradUpdate(policy, ppo, ppo.precision, ppo.compile)
