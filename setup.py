@@ -65,7 +65,11 @@ class BuildKernels(build_ext):
 
 
 # The headers the kernels share: a change to one rebuilds every kernel that includes it.
-HEADERS = ["src/rlperf/_dense_cpu.h", "src/rlperf/ppo/_loss_rows.h"]
+HEADERS = [
+    "src/rlperf/_dense_cpu.h",
+    "src/rlperf/ppo/_loss_rows.h",
+    "src/rlperf/envs/_cartpole_cpu.h",
+]
 
 
 def kernel(

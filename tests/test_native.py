@@ -162,3 +162,17 @@ def test_a_network_keeps_alive_every_buffer_it_passes() -> None:
     ref = reference.forward(obs, keep, h0, c0)
     assert torch.equal(fw.out, ref.out)
     assert all(bool((c == 7.0).all()) for c in churn), "a kernel wrote into freed memory"
+
+
+def test_importing_native_first_loads_every_kernel_the_trainer_sees() -> None:
+    """Loading a kernel imports its package (rlperf.ppo's imports the trainer), which must not
+    need names of the half-initialized native module: a failure there reads as "not built"."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, rlperf.native as n; first = n.status(); import rlperf.ppo.trainer; "
+            "print(json.dumps([first, n.status()]))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, after = json.loads(done.stdout)
+    assert first == after

@@ -552,6 +552,12 @@ class CompiledStep:
         ]  # fmt: skip
         self._mid = _Bound("CompiledStep", named, frozenset(n for n, _ in named))  # all copies
 
+    def rollout_args(self) -> tuple[int, ...]:
+        """The sizes and weights as the LSTM's fused CartPole rollout takes them (its
+        ``cartpole_rollout``): H, encoder layers, n_out, the widths, then the pointers of the
+        encoder biases, the batch's encoder scratch, ``wt``, bias and the heads."""
+        return (self.hid, self._dims[3], self.n_out, *self._widths, *self._mid.ptrs())
+
     def __call__(
         self,
         obs: torch.Tensor,
@@ -586,6 +592,52 @@ class CompiledStep:
             out.data_ptr(), noise_ptr, actions_ptr, logprob_ptr,
         )  # fmt: skip
         return h_out, c_out, out, actions, logprob
+
+
+def lstm_cartpole_rollout(
+    step: CompiledStep,
+    state: tuple[torch.Tensor, torch.Tensor],
+    done: torch.Tensor,
+    states: tuple[torch.Tensor, torch.Tensor],
+    horizon: int,
+    buf: RolloutTensors,
+    env: CartPoleArrays,
+    noise: torch.Tensor,
+    pool: np.ndarray,
+    out: FinishedEpisodes,
+    timing: bool,
+) -> None:
+    """A whole rollout of T steps of N CartPoles acted on by the LSTM actor-critic whose
+    weights ``step`` holds (its batch N), in one kernel call: :func:`cartpole_rollout`'s loop
+    and env, with per step the state saved into ``states`` where a segment of ``horizon``
+    steps starts, ``step``'s arithmetic (the same outputs and states bit for bit), and the
+    episode-start flags into ``done``.
+
+    Args:
+        state: h, c (N, H) float32, the state entering step 0; they hold the state after the
+            last step when the call returns.
+        done: (T + 1, N) float32, the buffer's episode-start flags: slot 0 read, 1..T written.
+        states: (T / horizon, N, H) float32 each, the buffer's states at segment starts.
+    """
+    t_len, n = buf.actions.shape
+    hid = step.hid
+    if step.batch != n or horizon < 1 or t_len % horizon:
+        raise KernelArgumentError(
+            f"the LSTM's fused rollout needs a step of batch {n} (got {step.batch}) and a "
+            f"horizon dividing {t_len} (got {horizon})"
+        )
+    args, _scratch = _rollout_args(step.obs_dim, step.n_out - 1, buf, env, noise, pool, out,
+                                   timing)  # fmt: skip
+    segments = (t_len // horizon, n, hid)
+    own = 2 * n * hid + n + n * step.n_out + sum(step._widths[1:]) + 2 * hid + step.n_out
+    scratch = torch.empty(own)
+    ptrs = (
+        _ptr("h", state[0], (n, hid)), _ptr("c", state[1], (n, hid)),
+        _ptr("done", done, (t_len + 1, n)), _ptr("states_h", states[0], segments),
+        _ptr("states_c", states[1], segments), scratch.data_ptr(),
+    )  # fmt: skip
+    net = step.rollout_args()
+    _require_lstm().cartpole_rollout(*args, *net[:3], horizon, *net[3:], *ptrs)
 
 
 # -- the categorical PPO loss -------------------------------------------------------------
@@ -1038,6 +1090,57 @@ class FinishedEpisodes:
         return int(self.counts[0])
 
 
+def _rollout_args(
+    d: int,
+    a: int,
+    buf: RolloutTensors,
+    env: CartPoleArrays,
+    noise: torch.Tensor,
+    pool: np.ndarray,
+    out: FinishedEpisodes,
+    timing: bool,
+) -> tuple[tuple[int, ...], tuple[np.ndarray, ...]]:
+    """The rollout's arguments as both fused rollouts take them (``envs/_cartpole_cpu.h``'s
+    ``parse_rollout``), every array checked, for a policy of ``d`` features and ``a`` actions;
+    and the scratch arrays they point into, which the caller keeps until the call returns."""
+    t_len, n = buf.actions.shape
+    want_d = 4 if env.observe_full else 2
+    if d != want_d:
+        raise KernelArgumentError(f"obs: CartPole observes {want_d} features, the policy takes {d}")
+    if len(out.env) < t_len * n or pool.shape[0] < 4 * t_len * n:
+        raise KernelArgumentError(
+            f"the fused rollout needs room for {t_len * n} episodes and {4 * t_len * n} reset "
+            f"draws, got {len(out.env)} and {pool.shape[0]}"
+        )
+    steps = (t_len, n)
+    scratch = (np.empty((2, n), np.uint8), np.empty((n, d), np.float32),
+               np.empty((n, d), np.float32))  # fmt: skip
+    args = (
+        t_len, n, d, a, int(env.max_episode_steps), int(env.observe_full), int(timing),
+        pool.shape[0],
+        _ptr("obs", buf.obs, (t_len + 1, n, d)), _ptr("noise", noise, (t_len, n, a)),
+        _ptr("actions", buf.actions, steps, torch.int64), _ptr("logprobs", buf.logprobs, steps),
+        _ptr("values", buf.values, steps), _ptr("bootstrap_values", buf.bootstrap_values, steps),
+        _np_ptr("rewards", buf.rewards, steps, np.float32),
+        _np_ptr("terminations", buf.terminations, steps, np.float32),
+        _np_ptr("truncations", buf.truncations, steps, np.float32),
+        _np_ptr("state", env.state, (4, n), np.float64),
+        _np_ptr("episode_steps", env.episode_steps, (n,), np.int64),
+        _np_ptr("episode_returns", env.episode_returns, (n,), np.float64),
+        _np_ptr("episode_start_s", env.episode_start_s, (n,), np.float64),
+        _np_ptr("pool", pool, (pool.shape[0],), np.float64),
+        _np_ptr("env", out.env, out.env.shape, np.int64),
+        _np_ptr("returns", out.returns, out.env.shape, np.float32),
+        _np_ptr("lengths", out.lengths, out.env.shape, np.int64),
+        _np_ptr("seconds", out.seconds, out.env.shape, np.float64),
+        _np_ptr("counts", out.counts, (2,), np.int64),
+        _np_ptr("phase_ns", out.phase_ns, (ROLLOUT_PHASES, 4), np.int64),
+        _np_ptr("physics", env.physics, (9,), np.float64),
+        *(int(x.__array_interface__["data"][0]) for x in scratch),
+    )  # fmt: skip
+    return args, scratch
+
+
 def cartpole_rollout(
     mlp: FusedMLP,
     buf: RolloutTensors,
@@ -1057,41 +1160,5 @@ def cartpole_rollout(
     ``buf.bootstrap_values``. The finished episodes, the draws used and (with ``timing``) the
     phases' times go to ``out``; the env's arrays are updated in place.
     """
-    t_len, n = buf.actions.shape
-    d, a = mlp.obs_dim, mlp.num_actions
-    want_d = 4 if env.observe_full else 2
-    if d != want_d:
-        raise KernelArgumentError(f"obs: CartPole observes {want_d} features, the MLP takes {d}")
-    if len(out.env) < t_len * n or pool.shape[0] < 4 * t_len * n:
-        raise KernelArgumentError(
-            f"the fused rollout needs room for {t_len * n} episodes and {4 * t_len * n} reset "
-            f"draws, got {len(out.env)} and {pool.shape[0]}"
-        )
-    steps = (t_len, n)
-    ptrs = (
-        _ptr("obs", buf.obs, (t_len + 1, n, d)), _ptr("noise", noise, (t_len, n, a)),
-        _ptr("actions", buf.actions, steps, torch.int64), _ptr("logprobs", buf.logprobs, steps),
-        _ptr("values", buf.values, steps), _ptr("bootstrap_values", buf.bootstrap_values, steps),
-        _np_ptr("rewards", buf.rewards, steps, np.float32),
-        _np_ptr("terminations", buf.terminations, steps, np.float32),
-        _np_ptr("truncations", buf.truncations, steps, np.float32),
-        _np_ptr("state", env.state, (4, n), np.float64),
-        _np_ptr("episode_steps", env.episode_steps, (n,), np.int64),
-        _np_ptr("episode_returns", env.episode_returns, (n,), np.float64),
-        _np_ptr("episode_start_s", env.episode_start_s, (n,), np.float64),
-        _np_ptr("pool", pool, (pool.shape[0],), np.float64),
-        _np_ptr("env", out.env, out.env.shape, np.int64),
-        _np_ptr("returns", out.returns, out.env.shape, np.float32),
-        _np_ptr("lengths", out.lengths, out.env.shape, np.int64),
-        _np_ptr("seconds", out.seconds, out.env.shape, np.float64),
-        _np_ptr("counts", out.counts, (2,), np.int64),
-        _np_ptr("phase_ns", out.phase_ns, (ROLLOUT_PHASES, 4), np.int64),
-        _np_ptr("physics", env.physics, (9,), np.float64),
-    )  # fmt: skip
-    scratch = (np.empty((2, n), np.uint8), np.empty((n, d), np.float32))
-    final_obs = np.empty((n, d), np.float32)
-    _require_rollout().cartpole_rollout(
-        t_len, n, int(env.max_episode_steps), int(env.observe_full), int(timing),
-        pool.shape[0], *mlp.args, *ptrs, *(int(s.__array_interface__["data"][0]) for s in
-                                           (*scratch, final_obs)),
-    )  # fmt: skip
+    args, _scratch = _rollout_args(mlp.obs_dim, mlp.num_actions, buf, env, noise, pool, out, timing)
+    _require_rollout().cartpole_rollout(*args, *mlp.args)

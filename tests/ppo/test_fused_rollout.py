@@ -1,7 +1,8 @@
 """The fused rollout (``ppo/fused_rollout.py``, ``ppo/_rollout_cpu.c``) against the torch path it
 replaces: the same seed gives the same trajectories (observations, actions, rewards, flags, env
 state and generator bit-identical; log-probabilities, values and truncation bootstraps within
-float32 tolerance), its sections are timed, and it is chosen only where it applies."""
+float32 tolerance), its sections are timed, and it is chosen only where it applies. The LSTM's
+(``policies/_lstm_cpu.c``) against its torch path: everything bit for bit."""
 
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ def config(num_envs: int, num_steps: int, fused: bool, **env_options: object) ->
     cfg.run.threads, cfg.run.progress, cfg.run.seed = 1, False, 5
     cfg.policy.fused_rollout = fused
     return cfg.validate()
+
+
+def assert_same_env_and_episodes(fused: Trainer, ref: Trainer, where: str) -> None:
+    """The env's state and generator, and the episodes logged, equal in every bit."""
+    for key, value in ref.env.get_state().items():
+        if key == "rng":
+            assert fused.env.get_state()["rng"] == value, where
+        else:
+            np.testing.assert_array_equal(fused.env.get_state()[key], value, err_msg=where)
+    assert list(fused.episodes.returns) == list(ref.episodes.returns), where
+    assert list(fused.episodes.lengths) == list(ref.episodes.lengths), where
 
 
 def test_one_noise_draw_per_rollout_is_the_per_step_draws() -> None:
@@ -68,13 +80,7 @@ def test_fused_rollout_gives_the_torch_paths_trajectories(
         for name in ("logprobs", "values", "bootstrap_values"):
             torch.testing.assert_close(getattr(b, name), getattr(a, name), **TOL, msg=where)
         truncated += int((a.truncations_host > a.terminations_host).sum())
-        for key, value in ref.env.get_state().items():
-            if key == "rng":
-                assert fused.env.get_state()["rng"] == value, where
-            else:
-                np.testing.assert_array_equal(fused.env.get_state()[key], value, err_msg=where)
-        assert list(fused.episodes.returns) == list(ref.episodes.returns), where
-        assert list(fused.episodes.lengths) == list(ref.episodes.lengths), where
+        assert_same_env_and_episodes(fused, ref, where)
         assert fused.global_step == ref.global_step
         for t in (ref, fused):
             t.compute_advantages()
@@ -116,7 +122,7 @@ def test_the_fused_rollout_applies_only_where_it_is_exact() -> None:
     cases = {  # what: (overrides, takes the fused step)
         "gym id": ({"env.env": "gym:CartPole-v1"}, True),
         "workers": ({"env.backend": "multiprocess", "env.num_workers": 2}, True),
-        "lstm": ({"policy.kind": "lstm"}, False),
+        "lstm on a gym id": ({"policy.kind": "lstm", "env.env": "gym:CartPole-v1"}, False),
         "switched off": ({"policy.fused_rollout": False}, False),
         "async workers": (
             {"env.backend": "multiprocess", "env.num_workers": 2, "env.env_batch_size": 2},
@@ -215,3 +221,78 @@ def test_act_matches_the_torch_policy() -> None:
     assert torch.equal(actions, ref_actions)
     torch.testing.assert_close(logprob, ref_logprob, **TOL)
     torch.testing.assert_close(value, ref_value, **TOL)
+
+
+def lstm_config(num_envs: int, num_steps: int, fused: bool, horizon: int, **options) -> Config:
+    cfg = config(num_envs, num_steps, fused, **options)
+    cfg.policy.kind, cfg.ppo.bptt_horizon = "lstm", horizon
+    return cfg.validate()
+
+
+@pytest.mark.skipif(not native.lstm_available(), reason="the LSTM kernel is not built here")
+@pytest.mark.parametrize(
+    "num_envs, num_steps, horizon, options",
+    [(4, 32, 0, {"observe": "position"}), (8, 16, 8, {"max_episode_steps": 12}),
+     (12, 16, 4, {"observe": "position", "max_episode_steps": 9})],
+    ids=["4x32-position", "8x16-bptt8-truncations", "12x16-bptt4-position-truncations"],
+)  # fmt: skip
+def test_lstm_fused_rollout_is_the_torch_paths_trajectories_bit_for_bit(
+    num_envs: int, num_steps: int, horizon: int, options: dict
+) -> None:
+    """Three rollouts and updates each way from the same seed: the buffer (observations,
+    actions, log-probs, values, bootstraps, episode-start flags, the states saved at segment
+    starts), the state the rollout ends in, the env and the episodes, all equal in every bit."""
+    ref = Trainer(lstm_config(num_envs, num_steps, False, horizon, **options), Profiler())
+    fused = Trainer(lstm_config(num_envs, num_steps, True, horizon, **options), Profiler())
+    assert ref.fused_rollout is None and type(fused.fused_rollout).__name__ == (
+        "FusedLSTMCartPoleRollout"
+    )
+    truncated = 0
+    for it in range(3):
+        ref.collect()
+        fused.collect()
+        a, b = ref.buffer, fused.buffer
+        where = f"rollout {it}"
+        for name in ("obs_slots", "actions", "logprobs", "values", "bootstrap_values",
+                     "done_slots"):  # fmt: skip
+            assert torch.equal(getattr(b, name), getattr(a, name)), f"{where}: {name}"
+        for name in ("rewards_host", "terminations_host", "truncations_host"):
+            np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=where)
+        for mine, theirs in zip(b.states, a.states, strict=True):
+            assert torch.equal(mine, theirs), f"{where}: segment states"
+        for mine, theirs in zip(fused.state, ref.state, strict=True):
+            assert torch.equal(mine, theirs), f"{where}: the state after the rollout"
+        truncated += int((a.truncations_host > a.terminations_host).sum())
+        assert_same_env_and_episodes(fused, ref, where)
+        for t in (ref, fused):
+            t.compute_advantages()
+            t.update()
+        assert torch.equal(fused.buffer.advantages, ref.buffer.advantages), where
+    if options.get("max_episode_steps"):
+        assert truncated > 0  # the bootstrap was exercised
+    assert ref.episodes.count > 0
+
+
+@pytest.mark.skipif(not native.lstm_available(), reason="the LSTM kernel is not built here")
+def test_lstm_fused_rollout_times_its_phases_and_refuses_bad_sizes() -> None:
+    trainer = Trainer(lstm_config(4, 32, True, 8, max_episode_steps=10), profiler=Profiler())
+    summary = trainer.train()
+    for name in ("policy_forward", "env_step", "buffer_store", "truncation_bootstrap"):
+        assert summary["sections"][f"rollout/{name}"] > 0, name
+    calls = {s.name: s.calls for s in trainer.prof.stats()}
+    assert calls["rollout/policy_forward"] == calls["rollout/env_step"] == 4 * 32
+    fr, buf = trainer.fused_rollout, trainer.buffer
+    assert fr is not None
+    noise, pool = torch.ones(32, 4, 2), np.zeros(fr.reset_draws)
+    rest = (fr.tensors, fr.env_arrays, noise, pool, fr.finished, False)
+
+    def run(step, state, horizon: int) -> None:
+        native.lstm_cartpole_rollout(step, state, buf.done_slots, buf.states, horizon, *rest)
+
+    step = trainer.policy.compiled_step(4, 4)
+    with pytest.raises(native.KernelArgumentError, match="horizon dividing 32"):
+        run(step, trainer.state, 5)
+    with pytest.raises(native.KernelArgumentError, match="batch 4"):
+        run(trainer.policy.compiled_step(3, 4), trainer.state, 8)
+    with pytest.raises(native.KernelArgumentError, match=r"h: .*shape \(4, 64\)"):
+        run(step, (trainer.state[0][:3], trainer.state[1]), 8)

@@ -1,6 +1,7 @@
 /* The LSTM recurrence on the CPU, float32: a whole (T, B) sequence forward or backward in one
- * call; and the whole actor-critic around it, forward, backward and rollout step ("The whole
- * actor-critic" below). Called only from rlperf/native.py, which checks every tensor (dtype,
+ * call; the whole actor-critic around it, forward, backward and rollout step ("The whole
+ * actor-critic" below); and a whole rollout of it on rlperf's CartPole in one call ("The fused
+ * CartPole rollout", the loop and the env shared with the MLP's in envs/_cartpole_cpu.h). Called only from rlperf/native.py, which checks every tensor (dtype,
  * device, contiguity, shape, storage) and passes raw pointers; nothing here allocates a tensor
  * or holds the GIL while it computes. The size limits below are exported as module constants
  * (MAX_HIDDEN, MAX_FEATURES, MAX_LAYERS): native.py reads them from here, so they are written
@@ -31,12 +32,14 @@
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "../_dense_cpu.h"
+#include "../envs/_cartpole_cpu.h"
 
 #define MAX_HIDDEN 1024
 #define MAX_FEATURES 4096 /* step: input features */
@@ -726,6 +729,170 @@ static PyObject *py_net_act(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* ---- The fused CartPole rollout ----------------------------------------------------------------
+ *
+ * Why: at 4 envs the trainer's recurrent rollout step cost ~150 us (the compiled network step
+ * ~15 us of it, the rest Python, torch dispatch around the state and the numpy env). Here the
+ * whole rollout is one call: per step the state saved where a BPTT segment starts, the network
+ * step of net_act (the same arithmetic, so the same actions, log-probabilities, values and
+ * states as the compiled step bit for bit), CartPole's step, and the episode-start flags the
+ * next step resets the state by. V(final observation) of a truncated episode is the network on
+ * that one row with the state after the step (not yet reset), as bootstrap_truncated computes
+ * it. One thread: rows are independent, so the result is the same as net_act's on any number.
+ */
+typedef struct {
+    Net net;       /* N rows: obs is slot t's, set each step */
+    Net one;       /* one row, for V(final observation) */
+    float *h, *c;  /* (N, H) the state entering the step; the kernel's own alternate buffers */
+    float *h_alt, *c_alt;
+    float *keep;   /* (N) */
+    float *done;   /* (T + 1, N) the buffer's episode-start flags */
+    float *states_h, *states_c; /* (T / horizon, N, H) the state at each segment's start */
+    int horizon, hid;
+} LstmRollout;
+
+/* The encoder's input rows and the LSTM's input, for net's current obs. */
+static void point_input(Net *n, const float *obs) {
+    n->obs = obs;
+    n->seq.x = n->n_layers ? n->layers[n->n_layers - 1] : obs;
+}
+
+static void lstm_act(void *ctx, const Rollout *r, int t) {
+    LstmRollout *m = ctx;
+    const int n = r->n, hid = m->hid, a = r->actions;
+    const size_t row = (size_t)t * n, state_len = (size_t)n * hid;
+    if (t % m->horizon == 0) {
+        memcpy(m->states_h + (size_t)(t / m->horizon) * state_len, m->h, sizeof(float) * state_len);
+        memcpy(m->states_c + (size_t)(t / m->horizon) * state_len, m->c, sizeof(float) * state_len);
+    }
+    for (int j = 0; j < n; j++) m->keep[j] = 1.0f - m->done[row + j];
+    Net *net = &m->net;
+    point_input(net, r->obs + row * r->obs_dim);
+    net->seq.h0 = m->h, net->seq.c0 = m->c, net->seq.h_out = m->h_alt, net->seq.c_out = m->c_alt;
+    net_act_rows(net, r->noise + row * a, r->act + row, r->logprobs + row, 0, n);
+    for (int j = 0; j < n; j++) r->values[row + j] = net->out[(size_t)j * net->n_out + a];
+    float *h = m->h, *c = m->c; /* the step's output is the next step's input */
+    m->h = m->h_alt, m->c = m->c_alt, m->h_alt = h, m->c_alt = c;
+}
+
+static void lstm_stepped(void *ctx, const Rollout *r, int t) {
+    LstmRollout *m = ctx;
+    float *next = m->done + (size_t)(t + 1) * r->n;
+    for (int j = 0; j < r->n; j++) next[j] = (float)(r->term[j] | r->trunc[j]);
+}
+
+static void lstm_final_value(void *ctx, const Rollout *r, int t, int j, float *value) {
+    (void)t;
+    LstmRollout *m = ctx;
+    Net *one = &m->one;
+    point_input(one, r->final_obs + (size_t)j * r->obs_dim);
+    one->seq.h0 = m->h + (size_t)j * m->hid, one->seq.c0 = m->c + (size_t)j * m->hid;
+    net_act_rows(one, NULL, NULL, NULL, 0, 1);
+    *value = one->out[r->actions];
+}
+
+/* cartpole_rollout(rollout arguments (envs/_cartpole_cpu.h's parse_rollout), H, L, n_out,
+ *                  horizon, *widths (L + 1), *enc_b (L), *layers (L) (N, width[l + 1]), wt,
+ *                  bias, w_head, b_head (net_act's), h, c (N, H), done (T + 1, N), states_h,
+ *                  states_c (T / horizon, N, H), scratch (2 N H + N + N n_out + sum(widths[1:])
+ *                  + 2 H + n_out floats)): a whole rollout of the LSTM actor-critic; h and c
+ * hold the state after it. Raises ValueError when the reset pool ran out. */
+static PyObject *py_cartpole_rollout(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    const Py_ssize_t head = ROLLOUT_DIMS + ROLLOUT_PTRS;
+    Rollout r;
+    if (nargs < head + 4) return PyErr_Format(PyExc_TypeError, "too few arguments");
+    if (parse_rollout(args, &r) < 0) return NULL;
+    long d[4];
+    for (int i = 0; i < 4; i++) {
+        d[i] = PyLong_AsLong(args[head + i]);
+        if (d[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    const long hid = d[0], L = d[1], n_out = d[2], horizon = d[3];
+    if (hid < 1 || hid > MAX_HIDDEN || L < 0 || L > MAX_LAYERS || n_out != r.actions + 1 ||
+        horizon < 1 || r.t_len % horizon)
+        return PyErr_Format(PyExc_ValueError,
+                            "need H in 1..%d, 0..%d layers, n_out = actions + 1 = %d and a "
+                            "horizon dividing T = %d; got %ld, %ld, %ld, %ld",
+                            MAX_HIDDEN, MAX_LAYERS, r.actions + 1, r.t_len, hid, L, n_out, horizon);
+    const Py_ssize_t want = head + 4 + (L + 1) + 2 * L + 4 + 6;
+    if (nargs != want)
+        return PyErr_Format(PyExc_TypeError, "cartpole_rollout: expected %zd arguments, got %zd",
+                            want, nargs);
+    LstmRollout m;
+    memset(&m, 0, sizeof(m));
+    PyObject *const *rest = args + head + 4;
+    int width[MAX_LAYERS + 1];
+    long widths_sum = 0;
+    for (int l = 0; l <= L; l++) {
+        const long w = PyLong_AsLong(rest[l]);
+        if (w == -1 && PyErr_Occurred()) return NULL;
+        if (w < 1 || w > MAX_FEATURES)
+            return PyErr_Format(PyExc_ValueError, "layer width %ld outside 1..%d", w,
+                                MAX_FEATURES);
+        width[l] = (int)w;
+        if (l) widths_sum += w;
+    }
+    if (width[0] != r.obs_dim)
+        return PyErr_Format(PyExc_ValueError, "the encoder takes %d features, the rollout has %d",
+                            width[0], r.obs_dim);
+    void *p[2 * MAX_LAYERS + 10];
+    const int n_ptrs = 2 * (int)L + 10;
+    for (int i = 0; i < n_ptrs; i++) {
+        p[i] = PyLong_AsVoidPtr(rest[L + 1 + i]);
+        if (p[i] == NULL && PyErr_Occurred()) return NULL;
+    }
+    void **q = p;
+    Net *net = &m.net, *one = &m.one;
+    net->n_layers = one->n_layers = (int)L;
+    net->n_out = one->n_out = (int)n_out;
+    for (int l = 0; l <= L; l++) net->width[l] = one->width[l] = width[l];
+    for (int l = 0; l < L; l++) net->enc_b[l] = one->enc_b[l] = *q++;
+    for (int l = 0; l < L; l++) net->layers[l] = *q++;
+    net->wt = one->wt = *q++;
+    const float *bias = *q++;
+    net->w_head = one->w_head = *q++;
+    net->b_head = one->b_head = *q++;
+    m.h = *q++, m.c = *q++, m.done = *q++, m.states_h = *q++, m.states_c = *q++;
+    float *scratch = *q++;
+    const int n = r.n;
+    float *const h_given = m.h, *const c_given = m.c;
+    m.h_alt = scratch, scratch += (size_t)n * hid;
+    m.c_alt = scratch, scratch += (size_t)n * hid;
+    m.keep = scratch, scratch += n;
+    net->out = scratch, scratch += (size_t)n * n_out;
+    for (int l = 0; l < L; l++) one->layers[l] = scratch, scratch += width[l + 1];
+    float *one_h = scratch, *one_c = scratch + hid;
+    scratch += 2 * hid;
+    one->out = scratch;
+    static const float keep_one = 1.0f;
+    for (int k = 0; k < 2; k++) {
+        Net *x = k ? one : net;
+        x->seq.t_len = 1, x->seq.batch = k ? 1 : n, x->seq.hid = (int)hid;
+        x->seq.in_features = width[L];
+        x->seq.w_cat_t = wt_slot(x, (int)L);
+        x->seq.bias = bias;
+    }
+    net->seq.keep = m.keep;
+    one->seq.keep = &keep_one, one->seq.h_out = one_h, one->seq.c_out = one_c;
+    m.hid = (int)hid, m.horizon = (int)horizon;
+    const RolloutPolicy pol = {.ctx = &m, .act = lstm_act, .stepped = lstm_stepped,
+                               .final_value = lstm_final_value};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cartpole_rollout(&r, &pol);
+    if (m.h != h_given) { /* the last step's state is in the alternate buffers */
+        memcpy(h_given, m.h, sizeof(float) * (size_t)n * hid);
+        memcpy(c_given, m.c, sizeof(float) * (size_t)n * hid);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "cartpole_rollout: the reset pool ran out");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"forward", (PyCFunction)(void (*)(void))py_forward, METH_FASTCALL,
      "forward(T, B, H, threads, xproj, acts, keep, h0, c0, w_t, cs, tcs, hs, hprev): pointers"},
@@ -737,6 +904,8 @@ static PyMethodDef methods[] = {
      "net_backward(T, B, H, L, n_out, threads, *widths, *pointers): its gradients"},
     {"net_act", (PyCFunction)(void (*)(void))py_net_act, METH_FASTCALL,
      "net_act(1, B, H, L, n_out, threads, *widths, *pointers): one rollout step and its sample"},
+    {"cartpole_rollout", (PyCFunction)(void (*)(void))py_cartpole_rollout, METH_FASTCALL,
+     "cartpole_rollout(T, N, ..., H, L, ...): a whole CartPole rollout of the LSTM (pointers)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,20 +15,13 @@
  * Python and torch dispatch (~15 small ops and the numpy env); the arithmetic is ~35k
  * multiply-adds. Here a step is a few microseconds.
  *
- * Bit-identity. The env is bit-identical to envs/cartpole.py: float64, the same operations in
- * the same order, libm's sin/cos (numpy's float64 sin/cos are libm's on the machines tested:
- * tests/ppo/test_fused_rollout.py checks the fused trajectory against the numpy env), and this
- * file is built with -ffp-contract=off so that no a * b + c is fused into an FMA (setup.py).
- * The reset draws are numpy's own (a pool drawn by the caller from the env's generator, taken in
- * numpy's order). The policy is not bit-identical to torch's: its matmuls sum in another order
- * and tanh is 2 sigmoid(2z) - 1 with a polynomial exp (~1e-7 absolute, as the torch path's own
- * sigmoid form); log-probabilities and values agree to ~1e-6, and an action differs only where
- * two Gumbel scores tie to that precision (never in the tests' trajectories).
- *
- * Timing (the profiler's sections rollout/policy_forward, env_step, buffer_store,
- * truncation_bootstrap): with timing on, cartpole_rollout reads CLOCK_MONOTONIC (the clock of
- * Python's perf_counter) at each phase boundary and accumulates per phase the calls, total,
- * min and max nanoseconds; native.py hands them to the profiler once per rollout.
+ * Bit-identity. The env and the rollout's loop are envs/_cartpole_cpu.h's (shared with the
+ * LSTM's fused rollout): bit-identical to envs/cartpole.py. This file is built with
+ * -ffp-contract=off besides (setup.py). The policy is not bit-identical to torch's: its matmuls
+ * sum in another order and tanh is 2 sigmoid(2z) - 1 with a polynomial exp (~1e-7 absolute, as
+ * the torch path's own sigmoid form); log-probabilities and values agree to ~1e-6, and an
+ * action differs only where two Gumbel scores tie to that precision (never in the tests'
+ * trajectories).
  *
  * Layout (row-major, contiguous): MLP layer i's weight (2, in, out) and bias (2, out), index 0
  * the actor, 1 the critic; the output layer transposed, weight (2, A, last), bias (2, A): the
@@ -45,9 +38,6 @@
 #define MAX_LAYERS 4  /* hidden layers */
 #define MAX_WIDTH 512 /* observation features and hidden units */
 #define MAX_ACTIONS 64
-
-/* Phases, in the order of native.ROLLOUT_PHASES. */
-enum { PH_POLICY, PH_ENV, PH_STORE, PH_BOOTSTRAP, N_PHASES };
 
 typedef struct {
     int n_hidden;            /* hidden layers */
@@ -193,170 +183,18 @@ HOT static void act_rows(const Mlp *m, int n, const float *obs, const float *noi
 #pragma GCC pop_options
 #endif
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#include "../envs/_cartpole_cpu.h"
+
+/* The MLP's part of a fused CartPole rollout (RolloutPolicy; ctx is the Mlp). */
+static void mlp_act(void *ctx, const Rollout *r, int t) {
+    const size_t row = (size_t)t * r->n;
+    act_rows(ctx, r->n, r->obs + row * r->obs_dim, r->noise + row * r->actions, r->act + row,
+             r->logprobs + row, r->values + row);
 }
 
-typedef struct {
-    int64_t calls, total, min, max;
-} PhaseTime;
-
-INLINE void phase_add(PhaseTime *p, int64_t ns) {
-    if (p->calls == 0 || ns < p->min) p->min = ns;
-    if (ns > p->max) p->max = ns;
-    p->calls++;
-    p->total += ns;
-}
-
-/* CartPole's constants, from envs/cartpole.py (passed in, so they are written once). */
-typedef struct {
-    double gravity, total_mass, half_pole_length, mass_pole, pole_mass_length, force_mag, tau;
-    double theta_threshold, x_threshold;
-} Physics;
-
-typedef struct {
-    int t_len, n, max_steps, obs_full, timing;
-    Mlp mlp;
-    float *obs;          /* (T + 1, N, D) the buffer's observation slots */
-    const float *noise;  /* (T, N, A) */
-    int64_t *actions;    /* (T, N) */
-    float *logprobs, *values, *bootstrap; /* (T, N) */
-    float *rewards, *terms, *truncs;      /* (T, N) host arrays */
-    double *state;       /* (4, N) x, x_dot, theta, theta_dot */
-    int64_t *ep_steps;   /* (N) */
-    double *ep_returns, *ep_start_s; /* (N); start in CLOCK_MONOTONIC seconds */
-    const double *pool;  /* (P) reset draws, uniform(-0.05, 0.05) in the generator's order */
-    int64_t pool_len;
-    /* out: finished episodes in order (step-major, then env): env, return, length, seconds */
-    int64_t *fin_env, *fin_len;
-    float *fin_ret;
-    double *fin_secs;
-    int64_t *counts;     /* out (2): pool draws used, episodes finished */
-    int64_t *phase_ns;   /* out (N_PHASES, 4): calls, total, min, max */
-    Physics ph;
-    /* scratch */
-    unsigned char *term, *trunc; /* (N) */
-    float *next_obs;     /* (N, D) after the step (reset rows: their new episode's) */
-    float *final_obs;    /* (N, D) before the reset */
-} Rollout;
-
-INLINE void observe(const Rollout *r, int j, float *out) {
-    const double *s = r->state;
-    const int n = r->n;
-    if (r->obs_full) {
-        for (int v = 0; v < 4; v++) out[v] = (float)s[v * n + j];
-    } else { /* observe=position: x and theta */
-        out[0] = (float)s[j];
-        out[1] = (float)s[2 * n + j];
-    }
-}
-
-/* One env step of every row (envs/cartpole.py's step, same operations in the same order);
- * returns -1 when the reset pool ran out (the caller sized it for every row every step). */
-static int cartpole_step(Rollout *r, const int64_t *act, int64_t *pool_pos, int64_t *n_fin,
-                         double now_s) {
-    const Physics *p = &r->ph;
-    const int n = r->n, D = r->obs_full ? 4 : 2;
-    double *x = r->state, *x_dot = x + n, *theta = x + 2 * n, *theta_dot = x + 3 * n;
-    int n_done = 0;
-    for (int j = 0; j < n; j++) {
-        const double force = act[j] == 1 ? p->force_mag : -p->force_mag;
-        const double costheta = cos(theta[j]);
-        const double sintheta = sin(theta[j]);
-        const double temp =
-            (force + p->pole_mass_length * (theta_dot[j] * theta_dot[j]) * sintheta) /
-            p->total_mass;
-        const double thetaacc =
-            (p->gravity * sintheta - costheta * temp) /
-            (p->half_pole_length *
-             (4.0 / 3.0 - p->mass_pole * (costheta * costheta) / p->total_mass));
-        const double xacc = temp - p->pole_mass_length * thetaacc * costheta / p->total_mass;
-        const double nx = x[j] + p->tau * x_dot[j];
-        const double nx_dot = x_dot[j] + p->tau * xacc;
-        const double nth = theta[j] + p->tau * theta_dot[j];
-        const double nth_dot = theta_dot[j] + p->tau * thetaacc;
-        x[j] = nx, x_dot[j] = nx_dot, theta[j] = nth, theta_dot[j] = nth_dot;
-        r->term[j] = nx < -p->x_threshold || nx > p->x_threshold ||
-                     nth < -p->theta_threshold || nth > p->theta_threshold;
-        r->ep_steps[j] += 1;
-        r->trunc[j] = r->ep_steps[j] >= r->max_steps;
-        r->ep_returns[j] += 1.0;
-        observe(r, j, r->next_obs + (size_t)j * D);
-        n_done += r->term[j] | r->trunc[j];
-    }
-    if (n_done == 0) return 0;
-    /* numpy's masked reset draws uniform(size=(4, n_done)): variable v of the k-th finished
-     * row is draw v * n_done + k. */
-    if (*pool_pos + 4 * (int64_t)n_done > r->pool_len) return -1;
-    const double *draws = r->pool + *pool_pos;
-    int k = 0;
-    for (int j = 0; j < n; j++) {
-        if (!(r->term[j] | r->trunc[j])) continue;
-        memcpy(r->final_obs + (size_t)j * D, r->next_obs + (size_t)j * D, D * sizeof(float));
-        const int64_t e = (*n_fin)++;
-        r->fin_env[e] = j;
-        r->fin_ret[e] = (float)r->ep_returns[j];
-        r->fin_len[e] = r->ep_steps[j];
-        r->fin_secs[e] = now_s - r->ep_start_s[j];
-        for (int v = 0; v < 4; v++) x[v * n + j] = draws[v * n_done + k];
-        r->ep_steps[j] = 0;
-        r->ep_returns[j] = 0.0;
-        r->ep_start_s[j] = now_s;
-        observe(r, j, r->next_obs + (size_t)j * D);
-        k++;
-    }
-    *pool_pos += 4 * (int64_t)n_done;
-    return n_done;
-}
-
-HOT static int cartpole_rollout(Rollout *r) {
-    const int n = r->n, D = r->mlp.width[0], A = r->mlp.width[r->mlp.n_hidden + 1];
-    PhaseTime times[N_PHASES] = {{0}};
-    int64_t pool_pos = 0, n_fin = 0;
-    for (int t = 0; t < r->t_len; t++) {
-        const size_t row = (size_t)t * n;
-        int64_t t0 = r->timing ? now_ns() : 0;
-        act_rows(&r->mlp, n, r->obs + row * D, r->noise + row * A, r->actions + row,
-                 r->logprobs + row, r->values + row);
-        int64_t t1 = r->timing ? now_ns() : 0;
-        /* The env's clock for the episodes' seconds: once per step, as the numpy env reads
-         * perf_counter once per step. */
-        const int64_t clock = r->timing ? t1 : now_ns();
-        const int n_done = cartpole_step(r, r->actions + row, &pool_pos, &n_fin, clock * 1e-9);
-        if (n_done < 0) return -1;
-        int64_t t2 = r->timing ? now_ns() : 0;
-        int any_trunc = 0;
-        for (int j = 0; j < n; j++) {
-            r->rewards[row + j] = 1.0f;
-            r->terms[row + j] = r->term[j];
-            r->truncs[row + j] = r->trunc[j];
-            any_trunc |= r->trunc[j];
-        }
-        memcpy(r->obs + (row + n) * D, r->next_obs, (size_t)n * D * sizeof(float));
-        int64_t t3 = r->timing ? now_ns() : 0;
-        if (r->timing) {
-            phase_add(&times[PH_POLICY], t1 - t0);
-            phase_add(&times[PH_ENV], t2 - t1);
-            phase_add(&times[PH_STORE], t3 - t2);
-        }
-        if (any_trunc) { /* V(final obs) where a time limit, not the task, ended the episode */
-            for (int j = 0; j < n; j++)
-                if (r->trunc[j] && !r->term[j])
-                    values_rows(&r->mlp, 1, r->final_obs + (size_t)j * D, r->bootstrap + row + j);
-            if (r->timing) phase_add(&times[PH_BOOTSTRAP], now_ns() - t3);
-        }
-    }
-    r->counts[0] = pool_pos;
-    r->counts[1] = n_fin;
-    for (int p = 0; p < N_PHASES; p++) {
-        r->phase_ns[4 * p] = times[p].calls;
-        r->phase_ns[4 * p + 1] = times[p].total;
-        r->phase_ns[4 * p + 2] = times[p].min;
-        r->phase_ns[4 * p + 3] = times[p].max;
-    }
-    return 0;
+static void mlp_final_value(void *ctx, const Rollout *r, int t, int j, float *value) {
+    (void)t;
+    values_rows(ctx, 1, r->final_obs + (size_t)j * r->obs_dim, value);
 }
 
 /* ppo/gae.py's advantages over (T, N) float32 rows in one pass, t from T-1 down to 0:
@@ -453,44 +291,28 @@ static PyObject *py_act(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
-#define ROLLOUT_DIMS 6
-#define ROLLOUT_PTRS 24
-/* cartpole_rollout(T, N, max_steps, obs_full, timing, pool_len, L, *widths, *w, *b,
- *                  obs, noise, actions, logprobs, values, bootstrap, rewards, terms, truncs,
- *                  state, ep_steps, ep_returns, ep_start_s, pool, fin_env, fin_ret, fin_len,
- *                  fin_secs, counts, phase_ns, physics, scratch_flags, next_obs, final_obs)
- * physics: float64 (9,) gravity, total_mass, half_pole_length, mass_pole, pole_mass_length,
- * force_mag, tau, theta_threshold, x_threshold; scratch_flags (2, N) uint8; next_obs and
- * final_obs (N, D) float32 scratch. Returns None, or raises ValueError when the reset pool ran
- * out (cannot happen with one of 4 T N draws). */
+/* cartpole_rollout(rollout arguments (envs/_cartpole_cpu.h's parse_rollout), L, *widths, *w,
+ *                  *b): a whole rollout of the MLP. Returns None, or raises ValueError when
+ * the reset pool ran out (cannot happen with one of 4 T N draws). */
 static PyObject *py_cartpole_rollout(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     Rollout r;
-    long d[ROLLOUT_DIMS];
-    if (nargs < ROLLOUT_DIMS) return PyErr_Format(PyExc_TypeError, "too few arguments");
-    if (parse_longs(args, ROLLOUT_DIMS, d) < 0) return NULL;
-    const Py_ssize_t used = parse_mlp(args + ROLLOUT_DIMS, nargs - ROLLOUT_DIMS, &r.mlp);
+    Mlp m;
+    const Py_ssize_t head = ROLLOUT_DIMS + ROLLOUT_PTRS;
+    if (nargs < head) return PyErr_Format(PyExc_TypeError, "too few arguments");
+    if (parse_rollout(args, &r) < 0) return NULL;
+    const Py_ssize_t used = parse_mlp(args + head, nargs - head, &m);
     if (used < 0) return NULL;
-    if (nargs != ROLLOUT_DIMS + used + ROLLOUT_PTRS)
+    if (nargs != head + used)
         return PyErr_Format(PyExc_TypeError, "cartpole_rollout: expected %zd arguments, got %zd",
-                            ROLLOUT_DIMS + used + ROLLOUT_PTRS, nargs);
-    void *p[ROLLOUT_PTRS];
-    if (parse_ptrs(args + ROLLOUT_DIMS + used, ROLLOUT_PTRS, p) < 0) return NULL;
-    r.t_len = (int)d[0], r.n = (int)d[1], r.max_steps = (int)d[2], r.obs_full = (int)d[3];
-    r.timing = (int)d[4], r.pool_len = d[5];
-    void **q = p;
-    r.obs = *q++, r.noise = *q++, r.actions = *q++, r.logprobs = *q++, r.values = *q++;
-    r.bootstrap = *q++, r.rewards = *q++, r.terms = *q++, r.truncs = *q++;
-    r.state = *q++, r.ep_steps = *q++, r.ep_returns = *q++, r.ep_start_s = *q++;
-    r.pool = *q++, r.fin_env = *q++, r.fin_ret = *q++, r.fin_len = *q++, r.fin_secs = *q++;
-    r.counts = *q++, r.phase_ns = *q++;
-    const double *c = *q++;
-    r.ph = (Physics){c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]};
-    r.term = *q++;
-    r.trunc = r.term + r.n;
-    r.next_obs = *q++, r.final_obs = *q++;
+                            head + used, nargs);
+    if (m.width[0] != r.obs_dim || m.width[m.n_hidden + 1] != r.actions)
+        return PyErr_Format(PyExc_ValueError, "the MLP takes %d features and %d actions, the "
+                            "rollout has %d and %d", m.width[0], m.width[m.n_hidden + 1],
+                            r.obs_dim, r.actions);
+    const RolloutPolicy pol = {.ctx = &m, .act = mlp_act, .final_value = mlp_final_value};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = cartpole_rollout(&r);
+    Py_BEGIN_ALLOW_THREADS rc = cartpole_rollout(&r, &pol);
     Py_END_ALLOW_THREADS if (rc < 0) {
         PyErr_SetString(PyExc_ValueError, "cartpole_rollout: the reset pool ran out");
         return NULL;
@@ -520,7 +342,7 @@ static PyMethodDef methods[] = {
     {"act", (PyCFunction)(void (*)(void))py_act, METH_FASTCALL,
      "act(N, L, *widths, *w, *b, obs, noise, actions, logprob, value): one step's policy"},
     {"cartpole_rollout", (PyCFunction)(void (*)(void))py_cartpole_rollout, METH_FASTCALL,
-     "cartpole_rollout(T, N, ...): a whole CartPole rollout of the MLP (pointers)"},
+     "cartpole_rollout(T, N, ..., L, ...): a whole CartPole rollout of the MLP (pointers)"},
     {NULL, NULL, 0, NULL},
 };
 

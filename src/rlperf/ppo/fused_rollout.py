@@ -1,4 +1,5 @@
-"""The fused rollout: a whole rollout of the analytic MLP on rlperf's CartPole in one native call.
+"""The fused rollout: a whole rollout of the analytic MLP or LSTM on rlperf's CartPole in one
+native call.
 
 Why: at 4 envs the trainer's rollout step (``Trainer.collect``) costs ~150-230 us, nearly all of
 it Python and torch dispatch around ~35k multiply-adds: ~15 torch ops for the policy and the
@@ -18,9 +19,14 @@ Same trajectories as the torch path, for the same seed:
   draws (enough for every row to finish at every step) is drawn from the env's generator, the
   kernel takes them in numpy's order, and afterwards the generator is set back and advanced by
   exactly the draws used, so it ends where the numpy env's would (checkpoints agree).
-- Policy: not bit-identical (another summation order, a polynomial exp in tanh): log-probs and
-  values agree with the torch path's to ~1e-6 and the actions are the same except at a Gumbel
-  tie to that precision.
+- Policy: the MLP's is not bit-identical (another summation order, a polynomial exp in tanh):
+  log-probs and values agree with the torch path's to ~1e-6 and the actions are the same except
+  at a Gumbel tie to that precision. The LSTM's is the compiled step its torch path already
+  calls each step (``native.CompiledStep``, the same C function), so everything is the same bit
+  for bit: actions, log-probs, values, the states saved at segment starts, the episode-start
+  flags and the state the rollout ends in. At 4 envs that takes its rollout step from ~150 us
+  (the compiled step ~15 us of it; the rest Python, torch around the state, the numpy env) to
+  a few microseconds.
 
 The profiler's sections stay the torch path's: the kernel reads the clock at each phase
 boundary (``CLOCK_MONOTONIC``, ~20 ns a read, four or five a step) and keeps per phase the
@@ -32,6 +38,8 @@ actions never leave the kernel). With the profiler disabled the kernel reads no 
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import torch
 
@@ -41,6 +49,7 @@ from rlperf.envs import cartpole
 from rlperf.envs.cartpole import CartPoleVec
 from rlperf.envs.spec import EnvSpec
 from rlperf.policies.base import ActorCritic
+from rlperf.policies.lstm import LSTMActorCritic
 from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.rollout import RolloutBuffer
 from rlperf.run.episode_log import EpisodeLog
@@ -104,7 +113,14 @@ def make_fused(
     episodes: EpisodeLog,
 ) -> tuple[FusedCartPoleRollout | None, FusedStep | None]:
     """The run's fused rollout (rlperf's CartPole stepping as numpy: one call per rollout) or
-    fused step (any other env), or neither where :func:`fused_step_applies` does not hold."""
+    fused step (any other env), or neither where :func:`fused_step_applies` does not hold. The
+    LSTM has a fused rollout on CartPole (:func:`fused_lstm_applies`); its step elsewhere is
+    one call already (its compiled step)."""
+    if isinstance(policy, LSTMActorCritic):
+        if fused_lstm_applies(cfg, env, spec, policy, buffer.device, teacher):
+            assert isinstance(env, CartPoleVec)  # for the type checker: checked just above
+            return FusedLSTMCartPoleRollout(buffer, env, policy, prof, episodes), None
+        return None, None
     if not (
         isinstance(policy, MLPActorCritic)
         and fused_step_applies(cfg, spec, policy, buffer.device, teacher)
@@ -113,6 +129,30 @@ def make_fused(
     if isinstance(env, CartPoleVec) and steps_as_numpy(env):
         return FusedCartPoleRollout(buffer, env, policy, prof, episodes), None
     return None, FusedStep(buffer, policy)
+
+
+def fused_lstm_applies(
+    cfg: Config, env: object, spec: EnvSpec, policy: ActorCritic, device: torch.device,
+    teacher: bool,
+) -> bool:  # fmt: skip
+    """Whether the LSTM's fused CartPole rollout can run: ``--fused-rollout`` on, the LSTM's
+    kernel built and its compiled step in use (:attr:`LSTMActorCritic.analytic`: flat
+    observations, one unmasked categorical action, float32 on the CPU), rlperf's CartPole
+    stepping as numpy, no teacher, not the asynchronous collector."""
+    return (
+        cfg.policy.fused_rollout
+        and native.lstm_available()
+        and device.type == "cpu"
+        and isinstance(policy, LSTMActorCritic)
+        and policy.analytic
+        and policy.lstm.weight_hh.dtype == torch.float32
+        and np.dtype(spec.obs_dtype) == np.float32
+        and len(spec.obs_shape) == 1
+        and not teacher
+        and not cfg.env.asynchronous
+        and isinstance(env, CartPoleVec)
+        and steps_as_numpy(env)
+    )
 
 
 def _fits(policy: MLPActorCritic) -> bool:
@@ -135,7 +175,7 @@ def fused_mlp(policy: MLPActorCritic) -> native.FusedMLP:
 class FusedCartPoleRollout:
     """Fills a :class:`RolloutBuffer` from a :class:`CartPoleVec` with one kernel call per
     rollout (see the module docstring); the env's state, generator and episode statistics
-    move on as the numpy env's would.
+    move on as the numpy env's would. The MLP's; :class:`FusedLSTMCartPoleRollout` the LSTM's.
 
     Args:
         episodes: where the finished episodes' returns and lengths go.
@@ -145,13 +185,14 @@ class FusedCartPoleRollout:
         self,
         buffer: RolloutBuffer,
         env: CartPoleVec,
-        policy: MLPActorCritic,
+        policy: ActorCritic,
         prof: Profiler,
         episodes: EpisodeLog,
     ) -> None:
         self.buffer, self.env, self.policy = buffer, env, policy
         self.prof, self.episodes = prof, episodes
         t_len, n = buffer.num_steps, buffer.num_envs
+        self.num_actions = int(buffer.spec.action.nvec[0])
         self.reset_draws = 4 * t_len * n  # every row finishing at every step
         self.finished = native.FinishedEpisodes.sized(t_len * n)
         self.env_arrays = native.CartPoleArrays(
@@ -169,18 +210,17 @@ class FusedCartPoleRollout:
         ``step`` after the trainer was made: the trainer then collects on the torch path)."""
         return steps_as_numpy(self.env)
 
-    def collect(self, generator: torch.Generator) -> None:
-        """One rollout into the buffer: ``num_steps`` steps of every env from ``next_obs``."""
+    def collect(self, state: tuple[torch.Tensor, ...], generator: torch.Generator) -> tuple:
+        """One rollout into the buffer: ``num_steps`` steps of every env from ``next_obs`` and
+        the policy state ``state``; returns the state after it."""
         buf, rng, out = self.buffer, self.env.np_random, self.finished
         buf.start_rollout()
-        a = self.policy.action_dim
-        noise = torch.empty(buf.num_steps, buf.num_envs, a).exponential_(generator=generator)
+        noise = torch.empty(buf.num_steps, buf.num_envs, self.num_actions)
+        noise.exponential_(generator=generator)
         saved = rng.bit_generator.state
         pool = rng.uniform(-cartpole.RESET_BOUND, cartpole.RESET_BOUND, size=self.reset_draws)
         timing = self.prof.enabled
-        native.cartpole_rollout(
-            fused_mlp(self.policy), self.tensors, self.env_arrays, noise, pool, out, timing
-        )
+        state = self._run(state, noise, pool, timing)
         # Give the unused draws back: the generator ends where the numpy env's would.
         rng.bit_generator.state = saved
         if out.draws:
@@ -191,6 +231,36 @@ class FusedCartPoleRollout:
         if timing:
             for name, (calls, total, low, high) in zip(PHASES, out.phase_ns.tolist(), strict=True):
                 self.prof.record(name, total, calls, low, high)
+        return state
+
+    def _run(
+        self, state: tuple[torch.Tensor, ...], noise: torch.Tensor, pool: np.ndarray, timing: bool
+    ) -> tuple[torch.Tensor, ...]:
+        assert isinstance(self.policy, MLPActorCritic)  # for the type checker: make_fused's
+        native.cartpole_rollout(
+            fused_mlp(self.policy), self.tensors, self.env_arrays, noise, pool, self.finished,
+            timing,
+        )  # fmt: skip
+        return state
+
+
+class FusedLSTMCartPoleRollout(FusedCartPoleRollout):
+    """:class:`FusedCartPoleRollout` for :class:`LSTMActorCritic`: the state saved at each BPTT
+    segment's start, the compiled step, the episode-start flags, all in the kernel."""
+
+    def _run(
+        self, state: tuple[torch.Tensor, ...], noise: torch.Tensor, pool: np.ndarray, timing: bool
+    ) -> tuple[torch.Tensor, ...]:
+        assert isinstance(self.policy, LSTMActorCritic)  # for the type checker: make_fused's
+        buf = self.buffer
+        h, c = (s.contiguous().clone() for s in state)  # the kernel writes them in place
+        step = self.policy.compiled_step(buf.num_envs, int(buf.spec.obs_shape[0]))
+        native.lstm_cartpole_rollout(
+            step, (h, c), cast(torch.Tensor, buf.done_slots),
+            cast(tuple[torch.Tensor, torch.Tensor], buf.states), buf.horizon, self.tensors,
+            self.env_arrays, noise, pool, self.finished, timing,
+        )  # fmt: skip
+        return (h, c)
 
 
 class FusedStep:

@@ -264,7 +264,7 @@ class Trainer:
             return
         if self.fused_rollout is not None and not supervised and self.fused_rollout.applies():
             with torch.inference_mode():
-                self.fused_rollout.collect(self.sample_gen)
+                self.state = self.fused_rollout.collect(self.state, self.sample_gen)
             self.global_step += self.steps_per_iteration
             threads.end(buf.num_steps)  # one C thread: nothing to watch inside
             return
