@@ -164,15 +164,19 @@ def test_a_network_keeps_alive_every_buffer_it_passes() -> None:
     assert all(bool((c == 7.0).all()) for c in churn), "a kernel wrote into freed memory"
 
 
-def test_importing_native_first_loads_every_kernel_the_trainer_sees() -> None:
-    """Loading a kernel imports its package (rlperf.ppo's imports the trainer), which must not
-    need names of the half-initialized native module: a failure there reads as "not built"."""
+@pytest.mark.parametrize(
+    "first", ["rlperf.native", "rlperf.policies.lstm", "rlperf.ppo.fused_rollout", "rlperf.cli"]
+)
+def test_every_import_order_loads_every_kernel_the_trainer_sees(first: str) -> None:
+    """Loading a kernel imports its package, which must not need names of a module still being
+    imported: native's loader lets only "not built" pass, so a cycle fails loudly here."""
     import json
     import subprocess
     import sys
 
-    code = ("import json, rlperf.native as n; first = n.status(); import rlperf.ppo.trainer; "
+    code = (f"import json, importlib; importlib.import_module({first!r}); "
+            "import rlperf.native as n; first = n.status(); import rlperf.ppo.trainer; "
             "print(json.dumps([first, n.status()]))")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    first, after = json.loads(done.stdout)
-    assert first == after
+    first_status, after = json.loads(done.stdout)
+    assert first_status == after

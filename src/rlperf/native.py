@@ -59,7 +59,11 @@ def _load(name: str) -> ModuleType | None:
         return None
     try:
         return importlib.import_module(name)
-    except ImportError:  # built without a C compiler: the torch implementations serve
+    except ImportError as e:
+        # Not built (no C compiler) or not loadable here: the torch implementations serve. Any
+        # other import error (a cycle through a package this loads) is a bug, not "not built".
+        if e.name != name:
+            raise
         return None
 
 
