@@ -92,6 +92,26 @@ def test_results_do_not_depend_on_the_thread_count() -> None:
         assert torch.equal(one, two)
 
 
+@pytest.mark.parametrize("hidden", [64, 16, 20, 5])
+def test_a_rows_results_do_not_depend_on_the_rows_beside_it(hidden: int) -> None:
+    """One row runs its own register tile (gemm_row_acc), several the 4-row tile: row 0 alone
+    and row 0 of a batch of five (a full tile and a partial one) give the same bits, forward
+    and, for the same output gradient, backward. Widths of whole 64- and 16-column blocks, and
+    ones that are not (which stay on the tile)."""
+    xproj, keep, h0, c0, w_hh, weights = inputs(9, 5, hidden, 0.2, seed=7)
+    whole = native.recurrence_forward(xproj, keep, h0, c0, w_hh)
+    first = [x[:, :1].contiguous() for x in (xproj, keep, weights)]
+    alone = native.recurrence_forward(first[0], first[1], h0[:1], c0[:1], w_hh)
+    for a, b in zip(alone, whole, strict=True):
+        assert torch.equal(a, b[:, :1])
+    acts, cs, tcs = whole[0], whole[1], whole[2]
+    back_whole = native.recurrence_backward(weights, acts, keep, c0, w_hh, cs, tcs)
+    back_alone = native.recurrence_backward(first[2], alone[0], first[1], c0[:1], w_hh, alone[1],
+                                            alone[2])  # fmt: skip
+    for a, b in zip(back_alone, back_whole, strict=True):
+        assert torch.equal(a, b[..., :1, :] if b.dim() == 3 else b[:1])
+
+
 def test_an_lstm_wider_than_the_kernel_takes_is_refused() -> None:
     wide = native.LSTM_LIMITS.max_hidden + 1
     xproj = torch.zeros(1, 1, 4 * wide)
