@@ -1,8 +1,10 @@
-"""The rollout's cost per step: the fused rollout against the torch path, CartPole, MLP 64x64.
+"""The rollout's cost per step: the fused rollout against the torch path, CartPole, MLP 64x64
+or the LSTM.
 
     python benchmarks/rollout_step.py                     # 4 x 128 and 64 x 32, 7 rounds
     python benchmarks/rollout_step.py --shapes 4x128 1024x32 --rounds 9
     python benchmarks/rollout_step.py --env gym:CartPole-v1   # the fused step: env as today
+    python benchmarks/rollout_step.py --policy lstm --env-option observe=position
 
 What it measures: microseconds of ``Trainer.collect`` per rollout step (all envs stepped once:
 policy forward, sampling, env step, buffer writes, truncation bootstrap), on one torch thread,
@@ -35,9 +37,11 @@ from rlperf.timing.sections import Profiler
 VARIANTS = ("torch", "fused", "fused-noprof")
 
 
-def make(variant: str, env: str, num_envs: int, num_steps: int, seed: int) -> Trainer:
+def make(
+    variant: str, env: str, options: dict, policy: str, num_envs: int, num_steps: int, seed: int
+) -> Trainer:
     cfg = Config()
-    cfg.env.env = env
+    cfg.env.env, cfg.env.options, cfg.policy.kind = env, dict(options), policy
     cfg.env.num_envs, cfg.ppo.num_steps = num_envs, num_steps
     cfg.run.total_steps = num_envs * num_steps
     cfg.run.threads, cfg.run.progress, cfg.run.seed = 1, False, seed
@@ -62,15 +66,24 @@ def us_per_step(trainer: Trainer, rollouts: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="cartpole", help="env name (default: cartpole)")
+    parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="env option, as rlperf train's (repeatable)")  # fmt: skip
+    parser.add_argument("--policy", choices=["mlp", "lstm"], default="mlp")
     parser.add_argument("--shapes", nargs="+", default=["4x128", "64x32"], metavar="NxT")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--rollouts", type=int, default=10, help="timed rollouts per round")
     args = parser.parse_args()
+    options = {}
+    for item in args.env_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--env-option {item!r} is not KEY=VALUE")
+        options[key] = int(value) if value.isdigit() else value
     torch.set_num_threads(1)
     print(f"{'envs x steps':>12} {'variant':>13} {'us per step: median [min - max]':>34}")
     for shape in args.shapes:
         n, t = (int(x) for x in shape.split("x"))
-        trainers = {v: make(v, args.env, n, t, seed=1) for v in VARIANTS}
+        trainers = {v: make(v, args.env, options, args.policy, n, t, seed=1) for v in VARIANTS}
         for tr in trainers.values():
             us_per_step(tr, 1)  # warm-up: workspaces, first-touch pages
         times: dict[str, list[float]] = {v: [] for v in VARIANTS}
