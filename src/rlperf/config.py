@@ -189,8 +189,9 @@ class PolicyConfig:
     )
     fused_rollout: bool = _f(
         True,
-        "the fused rollout: the analytic mlp on cartpole on the CPU runs each rollout (policy, "
-        "sampling, env step, buffer writes) in one native call where the kernel is built",
+        "the fused rollout: the analytic mlp or lstm on cartpole on the CPU runs each rollout "
+        "(policy, sampling, env step, buffer writes) in one native call where the kernel is "
+        "built; the mlp on other envs one call per step for the policy's part",
     )
 
 
