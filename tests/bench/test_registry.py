@@ -51,8 +51,9 @@ def test_sizes_the_issue_asks_for() -> None:
         return [c.params for c in CASES if c.component == component]
 
     for env in registered():
-        for component in ("env_step", "env_reset"):
-            assert {p["num_envs"] for p in params(component) if p["env"] == env} == {64, 1024}
+        sizes = {"env_step": {4, 64, 1024}, "env_reset": {64, 1024}}
+        for component, want in sizes.items():
+            assert {p["num_envs"] for p in params(component) if p["env"] == env} == want
     assert {p["batch"] for p in params("policy_act")} == {64, 1024}
     assert {(p["num_steps"], p["num_envs"]) for p in params("gae")} == {(32, 64), (128, 1024)}
     transfers = {(p["direction"], p["memory"], p["non_blocking"]) for p in params("transfer")}

@@ -300,6 +300,8 @@ def cases() -> list[Case]:
     history, quick = {HISTORY}, {HISTORY, QUICK}
     out: list[Case] = []
     for env in _env_names():
+        # 4 envs: the step's fixed cost, what a native step would remove (docs/performance.md).
+        out.append(Case("env_step", {"env": env, "num_envs": 4}, _env_step))
         for n in (64, 1024):
             tags: Collection[str] = history if n == 1024 else set()
             out.append(Case("env_step", {"env": env, "num_envs": n}, _env_step, tags))
