@@ -203,3 +203,20 @@ def test_a_deep_copy_of_the_policy_trains_its_own_parameters() -> None:
     reference, _, _ = twin.evaluate(obs, torch.zeros(5, 8, dtype=torch.long), state, dones)
     expected = torch.log_softmax(logits, -1)[:, 0].view(5, 8)
     torch.testing.assert_close(expected, reference, rtol=0, atol=1e-5)
+
+
+def test_a_nested_acting_stretch_keeps_the_outer_ones_compiled_step() -> None:
+    """The trainer opens one stretch for the rollout and GAE's last value; the rollout's own
+    stretch inside it must not drop the step the outer one laid out."""
+    from rlperf import native
+
+    if not native.lstm_available():
+        pytest.skip("the LSTM kernel is not built here")
+    spec = EnvSpec(4, (2,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    policy = LSTMActorCritic(spec, (16,), 16)
+    with policy.acting():
+        outer = policy.compiled_step(4, 2)
+        with policy.acting():
+            assert policy.compiled_step(4, 2) is outer
+        assert policy.compiled_step(4, 2) is outer
+    assert policy.compiled_step(4, 2) is not outer  # outside any stretch: made per call

@@ -232,3 +232,18 @@ def test_native_advantages_refuse_what_they_cannot_take() -> None:
         call(last_value=np.zeros(4, np.float32))
     with pytest.raises(native.KernelArgumentError, match="T >= 1"):
         call(out=good[:0].copy())
+
+
+def test_the_buffer_hands_gae_a_contiguous_last_value() -> None:
+    """A policy's value may be a strided view (the LSTM's is a column of its heads' output):
+    the arrays GAE gets are contiguous, so the trainer's CPU case takes the kernel."""
+    from rlperf.envs.spec import ActionSpec, EnvSpec
+    from rlperf.ppo.rollout import RolloutBuffer
+
+    spec = EnvSpec(3, (2,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    buf = RolloutBuffer(5, 3, spec, torch.device("cpu"))
+    heads = torch.arange(9, dtype=torch.float32).view(3, 3)
+    inputs = buf.gae_inputs(heads[:, 2])
+    for name, array in inputs.items():
+        assert array.flags.c_contiguous, name
+    np.testing.assert_array_equal(inputs["last_value"], [2.0, 5.0, 8.0])

@@ -254,7 +254,9 @@ class RolloutBuffer:
         """
         names = ("rewards", "terminations", "truncations", "values", "bootstrap_values",
                  "last_value", "out")  # fmt: skip
-        tensors = (self.values, self.bootstrap_values, last_value, self.advantages)
+        # Contiguous: the LSTM's value is a column of its heads' output, and a strided array
+        # kept GAE on the numpy loop (~0.3 ms a 128-step rollout) instead of the kernel.
+        tensors = (self.values, self.bootstrap_values, last_value.contiguous(), self.advantages)
         if self._on_cpu:
             host = (self.rewards_host, self.terminations_host, self.truncations_host)
             return dict(zip(names, (*host, *(t.numpy() for t in tensors)), strict=True))

@@ -394,10 +394,12 @@ class Trainer:
                     self.threads.next_iteration()
                     teacher = self.teacher_phase
                     supervised = teacher is not None and teacher.begin_rollout(self.global_step)
-                    with sec(names.ROLLOUT):
-                        self.collect(supervised)
-                    with sec(names.GAE):
-                        self.compute_advantages()
+                    # The weights stay as they are from the first step to GAE's last value.
+                    with self.policy.acting():
+                        with sec(names.ROLLOUT):
+                            self.collect(supervised)
+                        with sec(names.GAE):
+                            self.compute_advantages()
                     with sec(names.UPDATE):
                         stats = self.update(supervised)
                     with sec(names.LOGGING):
