@@ -176,6 +176,33 @@ def network(batch: int, t_len: int, widths=(3, 16, 12), hidden: int = 20, n_out:
     return obs, keep, rand(batch, hidden), rand(batch, hidden), weights
 
 
+@pytest.mark.parametrize(("widths", "hidden"), [((3, 16, 12), 20), ((2, 64, 64), 64)])
+def test_the_whole_network_gives_a_row_the_same_bits_alone_and_in_a_batch(widths, hidden):
+    """One environment alone (its steps' rows tiled together across time), and the same
+    environment in a batch of 9 on one thread (tiled across time) and on two (each thread's
+    rows tiled step by step): the same outputs, states and encoder activations in every bit."""
+    obs, keep, h0, c0, weights = network(9, 11, widths, hidden)
+    row = 4
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = net_forward(obs[:, row : row + 1].contiguous(), keep[:, row : row + 1].contiguous(),
+                            h0[row : row + 1], c0[row : row + 1], weights)  # fmt: skip
+        batches = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            batches.append(net_forward(obs, keep, h0, c0, weights))
+    finally:
+        torch.set_num_threads(before)
+    t_len = obs.shape[0]
+    for fw in batches:
+        pairs = [(alone.out, fw.out), (alone.hs, fw.hs),
+                 *zip(alone.layers, fw.layers, strict=True)]  # fmt: skip
+        for mine, theirs in pairs:
+            whole = theirs.reshape(t_len, 9, -1)[:, row]
+            assert torch.equal(mine.reshape(t_len, -1), whole)
+
+
 def test_the_whole_network_does_not_depend_on_the_thread_count() -> None:
     """Threads split the environments, and each weight gradient's rows: every sum runs over
     all rows in one thread, so one and two threads give the same bits."""

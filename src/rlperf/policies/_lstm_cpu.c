@@ -282,15 +282,31 @@ INLINE const float *encode_rows(const Net *n, size_t row0, int rows, float *pad)
     return in;
 }
 
+/* How the row-wise parts around the recurrence (encoder, input projection, heads' and encoder's
+ * backward) walk rows [r0, r1) of every step: `steps` runs of `width` rows from row
+ * t * batch + first. When [r0, r1) is the whole batch the steps' rows are contiguous
+ * (time-major), so one run covers all T * B rows in full tiles: at one row a step (4 envs in 4
+ * minibatches) that is T / 4 tiles instead of T one-row ones. A row's arithmetic is the same
+ * whichever tile it is in (gemm_row_acc's comment; tested), so the results do not change. */
+typedef struct {
+    int steps, width, first;
+} RowTiles;
+
+static RowTiles row_tiles(const Seq *s, int r0, int r1) {
+    if (r0 == 0 && r1 == s->batch) return (RowTiles){1, s->t_len * s->batch, 0};
+    return (RowTiles){s->t_len, r1 - r0, r0};
+}
+
 /* Rows [r0, r1) of every step, forward: encoder, input projection into acts, recurrence, heads. */
 HOT static void net_forward_rows(const Net *n, int r0, int r1) {
     float pad[TILE_ROWS * MAX_K];
     const Seq *s = &n->seq;
     const int b = s->batch, hid = s->hid, four = 4 * hid, f_in = features(n), L = n->n_layers;
-    for (int t = 0; t < s->t_len; t++)
-        for (int rb = r0; rb < r1; rb += TILE_ROWS) {
-            const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-            const size_t row0 = (size_t)t * b + rb;
+    const RowTiles rt = row_tiles(s, r0, r1);
+    for (int t = 0; t < rt.steps; t++)
+        for (int rb = 0; rb < rt.width; rb += TILE_ROWS) {
+            const int rows = rt.width - rb < TILE_ROWS ? rt.width - rb : TILE_ROWS;
+            const size_t row0 = (size_t)t * b + rt.first + rb;
             const float *in = encode_rows(n, row0, rows, pad);
             float *z = s->acts + row0 * four;
             for (int r = 0; r < rows; r++) memcpy(z + r * four, n->bias, sizeof(float) * four);
@@ -310,20 +326,21 @@ HOT static void net_backward_rows(const Net *n, int r0, int r1) {
     float pad[TILE_ROWS * MAX_K];
     const Seq *s = &n->seq;
     const int b = s->batch, hid = s->hid, four = 4 * hid, L = n->n_layers, n_out = n->n_out;
-    for (int t = 0; t < s->t_len; t++)
-        for (int rb = r0; rb < r1; rb += TILE_ROWS) {
-            const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-            const size_t row0 = (size_t)t * b + rb;
+    const RowTiles rt = row_tiles(s, r0, r1);
+    for (int t = 0; t < rt.steps; t++)
+        for (int rb = 0; rb < rt.width; rb += TILE_ROWS) {
+            const int rows = rt.width - rb < TILE_ROWS ? rt.width - rb : TILE_ROWS;
+            const size_t row0 = (size_t)t * b + rt.first + rb;
             float *gh = n->grad_hs + row0 * hid;
             memset(gh, 0, sizeof(float) * (size_t)rows * hid);
             gemm_rows(rows, n_out, hid, n->grad_out + row0 * n_out, n_out, n->w_head, gh, hid, pad);
         }
     backward_rows(s, r0, r1);
     if (L == 0) return; /* no encoder: nothing needs dL/dobs */
-    for (int t = 0; t < s->t_len; t++)
-        for (int rb = r0; rb < r1; rb += TILE_ROWS) {
-            const int rows = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-            const size_t row0 = (size_t)t * b + rb;
+    for (int t = 0; t < rt.steps; t++)
+        for (int rb = 0; rb < rt.width; rb += TILE_ROWS) {
+            const int rows = rt.width - rb < TILE_ROWS ? rt.width - rb : TILE_ROWS;
+            const size_t row0 = (size_t)t * b + rt.first + rb;
             /* dL/dx = dz_gates W_ih, into the last layer's dz, then back through each tanh. */
             int w = n->width[L];
             float *d = n->dz[L - 1] + row0 * w;
