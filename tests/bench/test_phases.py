@@ -65,6 +65,18 @@ def test_no_sections_no_phase() -> None:
     assert moved_phase(rounds) is None
 
 
+def test_a_faster_head_names_the_phase_that_sped_up() -> None:
+    """The head faster as a whole: the section that gained most is named, not the one that
+    lost most (here logging and rollout, which did not move)."""
+    head = head_with(0.5)
+    rounds = [{"base": [sample(1.0, BASE)] * 3, "head": [sample(0.85, head)] * 3}
+              for _ in range(6)]  # fmt: skip
+    shift = moved_phase(rounds)
+    assert shift is not None
+    assert shift.name == "update/backward" and math.isclose(shift.ratio, 0.5)
+    assert shift.describe() == "update/backward 0.50x faster (30% of the time)"
+
+
 def test_a_faster_phase_reads_faster() -> None:
     assert PhaseShift("rollout", 0.8, 0.5, 6).describe() == "rollout 0.80x faster (50% of the time)"
 

@@ -13,7 +13,10 @@ candidates: a section of 0.1 ms may double from noise alone and explains nothing
 
 Parents and children are both candidates. When one child moved, it shows the largest ratio (its
 parent's is diluted by the siblings that did not move), so the most specific phase is named;
-when every child moved alike, whichever is largest within noise is named.
+when every child moved alike, whichever is largest within noise is named. The direction follows
+the case's: where the head took longer overall the slowest section is named, where it was faster
+the one that sped up most (naming the "most slowed" phase of a faster head named a phase that
+had not moved, 1.00x, beside an update 25% faster).
 """
 
 from __future__ import annotations
@@ -69,18 +72,35 @@ def section_shares(rounds: list[dict[str, list[dict[str, Any]]]]) -> dict[str, f
     return {name: median(values) for name, values in shares.items()}
 
 
+def whole_log_ratio(rounds: list[dict[str, list[dict[str, Any]]]]) -> float:
+    """The samples' ``log(head wall_s / base wall_s)``, median over pairs then rounds (0.0
+    without any)."""
+    per_round = []
+    for samples in rounds:
+        logs = [
+            math.log(head["wall_s"] / base["wall_s"])
+            for base, head in zip(samples["base"], samples["head"], strict=True)
+            if base.get("wall_s", 0) > 0 and head.get("wall_s", 0) > 0
+        ]
+        if logs:
+            per_round.append(median(logs))
+    return median(per_round) if per_round else 0.0
+
+
 def moved_phase(
     rounds: list[dict[str, list[dict[str, Any]]]], min_share: float = MIN_SHARE
 ) -> PhaseShift | None:
-    """The section with the largest head/base ratio among those holding at least
-    ``min_share`` of the time; None when the samples carry no such section."""
+    """Among the sections holding at least ``min_share`` of the time, the one with the
+    largest head/base ratio where the head was slower as a whole (or as fast), the smallest
+    where it was faster; None when the samples carry no such section."""
     shares = section_shares(rounds)
+    faster = whole_log_ratio(rounds) < 0.0
     best: PhaseShift | None = None
     for name, logs in section_ratios(rounds).items():
         share = shares.get(name, 0.0)
         if share < min_share:
             continue
         shift = PhaseShift(name, math.exp(median(logs)), share, len(logs))
-        if best is None or shift.ratio > best.ratio:
+        if best is None or (shift.ratio < best.ratio if faster else shift.ratio > best.ratio):
             best = shift
     return best
