@@ -210,7 +210,9 @@ class FusedCartPoleRollout:
         ``step`` after the trainer was made: the trainer then collects on the torch path)."""
         return steps_as_numpy(self.env)
 
-    def collect(self, state: tuple[torch.Tensor, ...], generator: torch.Generator) -> tuple:
+    def collect(
+        self, state: tuple[torch.Tensor, ...], generator: torch.Generator
+    ) -> tuple[torch.Tensor, ...]:
         """One rollout into the buffer: ``num_steps`` steps of every env from ``next_obs`` and
         the policy state ``state``; returns the state after it."""
         buf, rng, out = self.buffer, self.env.np_random, self.finished
