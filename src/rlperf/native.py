@@ -1028,6 +1028,55 @@ class FusedMLP:
             _ptr("value", value, (n,)),
         )  # fmt: skip
 
+    def bind_rollout(
+        self,
+        obs: torch.Tensor,
+        noise: torch.Tensor,
+        actions: torch.Tensor,
+        logprobs: torch.Tensor,
+        values: torch.Tensor,
+    ) -> BoundSteps:
+        """:meth:`act` for every step of one rollout, checked once: ``obs`` (T, N, obs_dim),
+        ``noise`` (T, N, A), ``actions`` (T, N) int64, ``logprobs`` and ``values`` (T, N), all
+        contiguous; :meth:`BoundSteps.act` then acts on step t with no check but t's range
+        (~1 us a call, where five checked tensors and their views were ~7 us)."""
+        if actions.dim() != 2:
+            raise KernelArgumentError(f"actions: (T, N) int64, got shape {tuple(actions.shape)}")
+        t_len, n = (int(x) for x in actions.shape)
+        steps = (t_len, n)
+        ptrs = (
+            _ptr("obs", obs, (t_len, n, self.obs_dim)),
+            _ptr("noise", noise, (t_len, n, self.num_actions)),
+            _ptr("actions", actions, steps, torch.int64), _ptr("logprobs", logprobs, steps),
+            _ptr("values", values, steps),
+        )  # fmt: skip
+        row_bytes = (self.obs_dim * 4, self.num_actions * 4, 8, 4, 4)
+        return BoundSteps(self, t_len, n, ptrs, row_bytes, (obs, noise, actions, logprobs, values))
+
+
+class BoundSteps:
+    """One rollout's steps of a :class:`FusedMLP`, bound by :meth:`FusedMLP.bind_rollout`."""
+
+    def __init__(
+        self,
+        mlp: FusedMLP,
+        t_len: int,
+        n: int,
+        ptrs: tuple[int, ...],
+        row_bytes: tuple[int, ...],
+        alive: tuple[torch.Tensor, ...],
+    ) -> None:
+        self._mlp, self.t_len, self.n = mlp, t_len, n
+        self._ptrs, self._step_bytes = ptrs, tuple(n * b for b in row_bytes)
+        self._alive = alive  # the pointers stay valid while this object lives
+
+    def act(self, t: int) -> None:
+        """:meth:`FusedMLP.act` on step ``t``'s slots (``0 <= t < T``)."""
+        if not 0 <= t < self.t_len:
+            raise KernelArgumentError(f"step {t} outside the bound rollout's 0..{self.t_len - 1}")
+        at = [p + t * b for p, b in zip(self._ptrs, self._step_bytes, strict=True)]
+        _require_rollout().act(self.n, *self._mlp.args, *at)
+
 
 @dataclass
 class CartPoleArrays:

@@ -296,3 +296,31 @@ def test_lstm_fused_rollout_times_its_phases_and_refuses_bad_sizes() -> None:
         run(trainer.policy.compiled_step(3, 4), trainer.state, 8)
     with pytest.raises(native.KernelArgumentError, match=r"h: .*shape \(4, 64\)"):
         run(step, (trainer.state[0][:3], trainer.state[1]), 8)
+
+
+def test_bound_steps_act_as_the_checked_call_and_refuse_a_step_out_of_range() -> None:
+    """FusedStep's per-rollout binding: step t of the bound slots gives what act() on those
+    slots gives, in every bit; a step outside the rollout and a slot of the wrong dtype are
+    refused."""
+    from rlperf.envs.spec import ActionSpec, EnvSpec
+    from rlperf.policies.mlp import MLPActorCritic
+    from rlperf.ppo.fused_rollout import fused_mlp
+
+    torch.manual_seed(0)
+    spec = EnvSpec(3, (4,), np.dtype(np.float32), ActionSpec("discrete", (2,), 1))
+    mlp = fused_mlp(MLPActorCritic(spec, (64, 64)))
+    gen = torch.Generator().manual_seed(1)
+    obs = torch.randn(5, 3, 4, generator=gen)
+    noise = torch.empty(5, 3, 2).exponential_(generator=gen)
+    slots = (torch.zeros(5, 3, dtype=torch.int64), torch.zeros(5, 3), torch.zeros(5, 3))
+    bound = mlp.bind_rollout(obs, noise, *slots)
+    for t in range(5):
+        bound.act(t)
+        ref = (torch.zeros(3, dtype=torch.int64), torch.zeros(3), torch.zeros(3))
+        mlp.act(obs[t], noise[t], *ref)
+        for mine, theirs in zip((s[t] for s in slots), ref, strict=True):
+            assert torch.equal(mine, theirs), t
+    with pytest.raises(native.KernelArgumentError, match="step 5 outside"):
+        bound.act(5)
+    with pytest.raises(native.KernelArgumentError, match="actions: .*int64"):
+        mlp.bind_rollout(obs, noise, slots[0].int(), *slots[1:])

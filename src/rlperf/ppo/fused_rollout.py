@@ -269,24 +269,29 @@ class FusedStep:
     """One rollout step's policy for any env, in one kernel call: actor and critic on
     ``obs[t]``, the sample, and the actions, log-probabilities and values written into the
     buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
-    fused part stops at the env boundary. The Exp(1) draws are the torch path's, one (N, A) draw
-    per step from the same generator, so the actions are the same.
+    fused part stops at the env boundary. The Exp(1) draws are the torch path's: one (T, N, A)
+    draw per rollout from the same generator is its T draws of (N, A), the same numbers
+    (nothing else draws from it during a rollout without a teacher), so the actions are the
+    same. The buffer's slots are checked once per rollout (:meth:`native.FusedMLP.bind_rollout`).
     """
 
     def __init__(self, buffer: RolloutBuffer, policy: MLPActorCritic) -> None:
         self.buffer, self.policy = buffer, policy
-        self.mlp: native.FusedMLP | None = None
+        self.steps: native.BoundSteps | None = None
 
-    def start_rollout(self) -> None:
-        """Take the policy's current weights (call once per rollout, before the first step)."""
-        self.mlp = fused_mlp(self.policy)
-
-    def __call__(self, t: int, generator: torch.Generator) -> torch.Tensor:
-        """Act on the observations in slot ``t``; returns the actions (N,) (a buffer view)."""
+    def start_rollout(self, generator: torch.Generator) -> None:
+        """Take the policy's current weights and draw the rollout's noise (call once per
+        rollout, before the first step)."""
         buf = self.buffer
-        if self.mlp is None:
+        noise = torch.empty(buf.num_steps, buf.num_envs, self.policy.action_dim)
+        noise.exponential_(generator=generator)
+        self.steps = fused_mlp(self.policy).bind_rollout(
+            buf.obs, noise, buf.actions, buf.logprobs, buf.values
+        )
+
+    def __call__(self, t: int) -> torch.Tensor:
+        """Act on the observations in slot ``t``; returns the actions (N,) (a buffer view)."""
+        if self.steps is None:
             raise RuntimeError("FusedStep: call start_rollout() before the first step")
-        noise = torch.empty(buf.num_envs, self.policy.action_dim).exponential_(generator=generator)
-        actions = buf.actions[t]
-        self.mlp.act(buf.obs[t], noise, actions, buf.logprobs[t], buf.values[t])
-        return actions
+        self.steps.act(t)
+        return self.buffer.actions[t]

@@ -274,7 +274,7 @@ class Trainer:
         teacher = self.teacher_phase if supervised else None
         fused_step = self.fused_step if not supervised else None
         if fused_step is not None:
-            fused_step.start_rollout()
+            fused_step.start_rollout(self.sample_gen)
         buf.start_rollout()
         obs_t = buf.obs[0]
         done_t, mask_t = buf.done_slot(0), buf.mask_slot(0)
@@ -286,7 +286,7 @@ class Trainer:
                     buf.store_state(t, state)
                 with sec(names.POLICY_FORWARD):
                     if fused_step is not None:  # writes the buffer's policy slots itself
-                        actions = fused_step(t, self.sample_gen)
+                        actions = fused_step(t)
                     else:
                         actions, logprobs, values, state = policy.act(
                             obs_t, state, done_t, mask_t, self.sample_gen
