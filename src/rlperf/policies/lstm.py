@@ -44,6 +44,7 @@ from torch import nn
 
 from rlperf import native
 from rlperf.envs.spec import EnvSpec
+from rlperf.native import CompiledNet, CompiledStep, NetForward, NetWeights
 from rlperf.policies import distributions, lstm_cpu
 from rlperf.policies.base import ActorCritic, ActorCriticHeads, State
 from rlperf.policies.encoders import MLPEncoder, make_encoder
@@ -261,8 +262,8 @@ class LSTMActorCritic(ActorCritic):
         self.lstm = LSTMCore(self.encoder.features, lstm_hidden_size)
         self.out = ActorCriticHeads(lstm_hidden_size, spec)
         self._widths = [math.prod(spec.obs_shape), *hidden_sizes]  # the MLP encoder's
-        self._steps: dict[tuple[int, int], native.CompiledStep] | None = None  # inside acting()
-        self._nets: dict[tuple[int, int, int], native.CompiledNet] = {}  # by (T, B, obs_dim)
+        self._steps: dict[tuple[int, int], CompiledStep] | None = None  # inside acting()
+        self._nets: dict[tuple[int, int, int], CompiledNet] = {}  # by (T, B, obs_dim)
 
     @property
     def analytic(self) -> bool:
@@ -290,12 +291,12 @@ class LSTMActorCritic(ActorCritic):
         finally:
             self._steps = None
 
-    def compiled_step(self, batch: int, obs_dim: int) -> native.CompiledStep:
+    def compiled_step(self, batch: int, obs_dim: int) -> CompiledStep:
         """The compiled rollout step for this batch (the current weights; requires
         :attr:`analytic`): made once per :meth:`acting` stretch, else per call."""
         step = None if self._steps is None else self._steps.get((batch, obs_dim))
         if step is None:
-            step = native.CompiledStep(batch, obs_dim, self._net_weights())
+            step = CompiledStep(batch, obs_dim, self._net_weights())
             if self._steps is not None:
                 self._steps[(batch, obs_dim)] = step
         return step
@@ -393,10 +394,10 @@ class LSTMActorCritic(ActorCritic):
         return logprob.view(t, b), entropy.view(t, b), value.view(t, b)
 
     # -- the analytic path (AnalyticPolicy, policies/base.py) ---------------------------------
-    def _net_weights(self) -> native.NetWeights:
+    def _net_weights(self) -> NetWeights:
         """The parameters as the compiled network reads them."""
         lstm, heads = self.lstm, self.out.linear
-        return native.NetWeights(
+        return NetWeights(
             # The compiled network exists for the MLP encoder only (see ``analytic``).
             [(linear.weight, linear.bias) for linear in cast(MLPEncoder, self.encoder).linears],
             lstm.weight_ih, lstm.weight_hh, lstm.bias, heads.weight, heads.bias,
@@ -412,14 +413,14 @@ class LSTMActorCritic(ActorCritic):
             grads.append(t.grad)
         return grads
 
-    def _bind_net(self, key: tuple[int, int, int]) -> native.CompiledNet:
-        net = self._nets[key] = native.CompiledNet(*key, self._net_weights(), self._grads())
+    def _bind_net(self, key: tuple[int, int, int]) -> CompiledNet:
+        net = self._nets[key] = CompiledNet(*key, self._net_weights(), self._grads())
         return net
 
     @torch.no_grad()
     def forward_train(
         self, obs_seq: torch.Tensor, state0: State, dones_seq: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, native.NetForward]:
+    ) -> tuple[torch.Tensor, torch.Tensor, NetForward]:
         """Logits (N, K) and values (N,) of ``(T, B, obs_dim)`` sequences, ``N = T * B``, and
         the activations :meth:`backward` needs (views of the compiled network's buffers: valid
         until the next ``forward_train`` of the same shape). Same arguments as
@@ -442,14 +443,14 @@ class LSTMActorCritic(ActorCritic):
         return fw.out[:, :k], fw.out[:, k], fw
 
     @staticmethod
-    def output_grad_views(cache: native.NetForward) -> tuple[torch.Tensor, torch.Tensor]:
+    def output_grad_views(cache: NetForward) -> tuple[torch.Tensor, torch.Tensor]:
         """Where :meth:`backward` reads d loss / d logits (N, K) and d loss / d value (N,): a
         loss that writes there saves a concatenation."""
         k = cache.grad_out.shape[1] - 1
         return cache.grad_out[:, :k], cache.grad_out[:, k]
 
     @torch.no_grad()
-    def backward(self, cache: native.NetForward, max_grad_norm: float = 0.0) -> None:
+    def backward(self, cache: NetForward, max_grad_norm: float = 0.0) -> None:
         """Write d loss / d parameters into every parameter's ``.grad`` (overwritten, not
         accumulated) from the output gradients in :meth:`output_grad_views`, and with
         ``max_grad_norm > 0`` clip them together to that norm: one call of the compiled
