@@ -301,6 +301,29 @@ static long set_widths(Update *u, const long *widths) {
     return count;
 }
 
+/* u's weights and scratch from ten pointers in this order, as both entry points pass them: param,
+ * grad, x0, hidden, dz, logits, value, grad_logits, grad_value, wt. */
+static void bind_buffers(Update *u, void *const *q) {
+    u->param = q[0], u->grad = q[1], u->x0 = q[2], u->hidden = q[3], u->dz = q[4];
+    u->logits = q[5], u->value = q[6], u->grad_logits = q[7], u->grad_value = q[8], u->wt = q[9];
+}
+
+/* The loss of u's minibatch: its logits and value against five columns (action, old log-prob,
+ * advantage, return, old value), each with its stride in elements; the coefficients clip, ent,
+ * vf; the head gradients into u's buffers, the five statistics into stats. */
+static Loss minibatch_loss(const Update *u, void *const *cols, const long *strides,
+                           const double *coef, int clip_vloss, float *stats) {
+    return (Loss){.n = u->n, .actions = u->actions, .logits = u->logits,
+                  .logits_row = u->actions, .logits_col = 1, .value = u->value, .value_stride = 1,
+                  .action = cols[0], .action_stride = strides[0], .oldlogp = cols[1],
+                  .oldlogp_stride = strides[1], .adv = cols[2], .adv_stride = strides[2],
+                  .ret = cols[3], .ret_stride = strides[3], .oldv = cols[4],
+                  .oldv_stride = strides[4], .clip_coef = coef[0], .ent_coef = coef[1],
+                  .vf_coef = coef[2], .clip_vloss = clip_vloss, .grad_logits = u->grad_logits,
+                  .grad_row = u->actions, .grad_col = 1, .grad_value = u->grad_value,
+                  .grad_value_stride = 1, .stats = stats};
+}
+
 /* gradients(10 ints: n, n_layers, A, clip_vloss, strides of obs rows, action, oldlogp, adv,
  *           ret, oldv; n_layers + 1 widths; param count; 4 floats: clip_coef, ent_coef,
  *           vf_coef, max_grad_norm (<= 0: no clipping); 18 pointers: obs, action, oldlogp, adv,
@@ -324,17 +347,10 @@ static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     const long count = set_widths(&u, d + G_INTS);
     if (count < 0) return NULL;
-    u.obs = p[0], u.param = p[6], u.grad = p[7], u.x0 = p[8], u.hidden = p[9], u.dz = p[10];
-    u.logits = p[11], u.value = p[12], u.grad_logits = p[13], u.grad_value = p[14], u.wt = p[15];
+    u.obs = p[0];
+    bind_buffers(&u, p + 6);
     u.max_grad_norm = (float)f[3];
-    u.loss = (Loss){.n = u.n, .actions = u.actions, .logits = u.logits, .logits_row = u.actions,
-                    .logits_col = 1, .value = u.value, .value_stride = 1, .action = p[1],
-                    .action_stride = d[5], .oldlogp = p[2], .oldlogp_stride = d[6],
-                    .adv = p[3], .adv_stride = d[7], .ret = p[4], .ret_stride = d[8],
-                    .oldv = p[5], .oldv_stride = d[9], .clip_coef = f[0], .ent_coef = f[1],
-                    .vf_coef = f[2], .clip_vloss = (int)d[3], .grad_logits = u.grad_logits,
-                    .grad_row = u.actions, .grad_col = 1, .grad_value = u.grad_value,
-                    .grad_value_stride = 1, .stats = p[16]};
+    u.loss = minibatch_loss(&u, p + 1, d + 5, f, (int)d[3], p[16]);
     int64_t *times = p[17];
     long bad;
     Py_BEGIN_ALLOW_THREADS
@@ -476,19 +492,13 @@ static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nar
                          (long long)src.act[i], i, u.actions - 1);
             return NULL;
         }
-    u.param = p[11], u.grad = p[12], u.x0 = p[13], u.hidden = p[14], u.dz = p[15];
-    u.logits = p[16], u.value = p[17], u.grad_logits = p[18], u.grad_value = p[19], u.wt = p[20];
+    bind_buffers(&u, p + 11);
     u.obs = u.x0, u.obs_row = u.width[0]; /* gathered there */
     u.max_grad_norm = (float)f[3];
     float stats[5];
-    u.loss = (Loss){.n = u.n, .actions = u.actions, .logits = u.logits, .logits_row = u.actions,
-                    .logits_col = 1, .value = u.value, .value_stride = 1, .action = mb.act,
-                    .action_stride = 1, .oldlogp = mb.logp, .oldlogp_stride = 1, .adv = mb.adv,
-                    .adv_stride = 1, .ret = mb.ret, .ret_stride = 1, .oldv = mb.val,
-                    .oldv_stride = 1, .clip_coef = f[0], .ent_coef = f[1], .vf_coef = f[2],
-                    .clip_vloss = (int)d[6], .grad_logits = u.grad_logits, .grad_row = u.actions,
-                    .grad_col = 1, .grad_value = u.grad_value, .grad_value_stride = 1,
-                    .stats = stats};
+    void *const cols[5] = {mb.act, mb.logp, mb.adv, mb.ret, mb.val};
+    const long contiguous[5] = {1, 1, 1, 1, 1};
+    u.loss = minibatch_loss(&u, cols, contiguous, f, (int)d[6], stats);
     float *stats_sum = p[24];
     int64_t *times = p[25];
     const int norm_adv = (int)d[7];
