@@ -336,21 +336,33 @@ class Trainer:
 
         PPO, or with ``supervised`` the action-supervised loss on the teacher's actions.
         """
-        ppo, sec, impl = self.cfg.ppo, self.prof.section, self.update_impl
+        ppo, impl = self.cfg.ppo, self.update_impl
         if ppo.anneal_lr:
             frac = 1.0 - (self.iteration - 1.0) / max(self.num_iterations, 1)
             impl.lr = frac * ppo.learning_rate
-        loss_kw = {"supervised": True} if supervised else {}
-        stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         threads = self.threads.update
         threads.begin()
-        if self.whole_update is not None and not supervised:  # one kernel call
+        if self.whole_update is not None and not supervised:  # one C call, one thread: no units
             stats_sum = self.whole_update.update_rollout(
                 self.buffer, ppo.num_minibatches, self.shuffle_gen, self.prof
             )
-            threads.end(ppo.update_epochs * ppo.num_minibatches)  # one C thread: nothing to watch
-            impl.report_times(self.prof)
-            return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
+        else:
+            stats_sum = self._minibatch_updates(supervised)
+        units = ppo.update_epochs * ppo.num_minibatches
+        threads.end(units)
+        impl.report_times(self.prof)  # a native update's own phase timings, once per update
+        return stats_sum / units
+
+    def _minibatch_updates(self, supervised: bool) -> torch.Tensor:
+        """The sampler's minibatches through the update, one at a time; their stats summed."""
+        ppo, sec, impl, threads = (
+            self.cfg.ppo,
+            self.prof.section,
+            self.update_impl,
+            self.threads.update,
+        )
+        loss_kw = {"supervised": True} if supervised else {}
+        stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         with sec(names.MINIBATCH_PREP):
             self.sampler.prepare()
         for _ in range(ppo.update_epochs):
@@ -363,9 +375,7 @@ class Trainer:
                 impl.apply(self.prof)
                 if threads.watching:
                     threads.unit_done()
-        threads.end(ppo.update_epochs * ppo.num_minibatches)
-        impl.report_times(self.prof)  # a native update's own phase timings, once per update
-        return stats_sum / (ppo.update_epochs * ppo.num_minibatches)
+        return stats_sum
 
     # -- the loop ------------------------------------------------------------------------
     def train(self, run_dir: str | Path | None = None, resumed: bool = False) -> dict[str, Any]:

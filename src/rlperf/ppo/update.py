@@ -261,7 +261,8 @@ class NativeMLPUpdate(_FlatAdamUpdate):
 
     def report_times(self, prof: Profiler) -> None:
         """The kernel's phases since the last report, as sections under the open one:
-        ``loss`` (forward and loss), ``backward`` (with clipping), ``optimizer_step``."""
+        ``loss`` (forward and loss), ``backward`` (with clipping), ``optimizer_step``, and from
+        :meth:`update_rollout` ``minibatch_prep`` (the gather and the normalization)."""
         for name, (total, calls, shortest, longest) in self.kernel.take_times().items():
             prof.record(name, total, calls, shortest, longest)
 
