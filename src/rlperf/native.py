@@ -558,9 +558,9 @@ class CompiledStep:
 
     def rollout_args(self) -> tuple[int, ...]:
         """The sizes and weights as the LSTM's fused CartPole rollout takes them (its
-        ``cartpole_rollout``): H, encoder layers, n_out, the widths, then the pointers of the
-        encoder biases, the batch's encoder scratch, ``wt``, bias and the heads."""
-        return (self.hid, self._dims[3], self.n_out, *self._widths, *self._mid.ptrs())
+        ``cartpole_rollout``), as ``net_act`` does on one thread: (1, B, H, L, n_out, 1), the
+        widths, then the encoder biases, the batch's encoder scratch, ``wt``, bias and heads."""
+        return (*self._dims, 1, *self._widths, *self._mid.ptrs())
 
     def __call__(
         self,
@@ -640,8 +640,7 @@ def lstm_cartpole_rollout(
         _ptr("done", done, (t_len + 1, n)), _ptr("states_h", states[0], segments),
         _ptr("states_c", states[1], segments), scratch.data_ptr(),
     )  # fmt: skip
-    net = step.rollout_args()
-    _require_lstm().cartpole_rollout(*args, *net[:3], horizon, *net[3:], *ptrs)
+    _require_lstm().cartpole_rollout(*args, *step.rollout_args(), *ptrs, horizon)
 
 
 # -- the categorical PPO loss -------------------------------------------------------------

@@ -808,70 +808,45 @@ static void lstm_final_value(void *ctx, const Rollout *r, int t, int j, float *v
     *value = one->out[r->actions];
 }
 
-/* cartpole_rollout(rollout arguments (envs/_cartpole_cpu.h's parse_rollout), H, L, n_out,
- *                  horizon, *widths (L + 1), *enc_b (L), *layers (L) (N, width[l + 1]), wt,
- *                  bias, w_head, b_head (net_act's), h, c (N, H), done (T + 1, N), states_h,
- *                  states_c (T / horizon, N, H), scratch (2 N H + N + N n_out + sum(widths[1:])
- *                  + 2 H + n_out floats)): a whole rollout of the LSTM actor-critic; h and c
- * hold the state after it. Raises ValueError when the reset pool ran out. */
+/* cartpole_rollout(rollout arguments (envs/_cartpole_cpu.h's parse_rollout); then net_act's
+ *                  (1, N, H, L, n_out, threads, *widths, *enc_b, *layers (N, width[l + 1]), wt,
+ *                  bias, w_head, b_head), with h, c (N, H), done (T + 1, N), states_h, states_c
+ *                  (T / horizon, N, H) and scratch (2 N H + N + N n_out + sum(widths[1:]) + 2 H
+ *                  + n_out floats) in place of its state and outputs; then horizon): a whole
+ * rollout of the LSTM actor-critic on one thread; h and c hold the state after it. Raises
+ * ValueError when the reset pool ran out. */
 static PyObject *py_cartpole_rollout(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     const Py_ssize_t head = ROLLOUT_DIMS + ROLLOUT_PTRS;
     Rollout r;
-    if (nargs < head + 4) return PyErr_Format(PyExc_TypeError, "too few arguments");
-    if (parse_rollout(args, &r) < 0) return NULL;
-    long d[4];
-    for (int i = 0; i < 4; i++) {
-        d[i] = PyLong_AsLong(args[head + i]);
-        if (d[i] == -1 && PyErr_Occurred()) return NULL;
-    }
-    const long hid = d[0], L = d[1], n_out = d[2], horizon = d[3];
-    if (hid < 1 || hid > MAX_HIDDEN || L < 0 || L > MAX_LAYERS || n_out != r.actions + 1 ||
-        horizon < 1 || r.t_len % horizon)
-        return PyErr_Format(PyExc_ValueError,
-                            "need H in 1..%d, 0..%d layers, n_out = actions + 1 = %d and a "
-                            "horizon dividing T = %d; got %ld, %ld, %ld, %ld",
-                            MAX_HIDDEN, MAX_LAYERS, r.actions + 1, r.t_len, hid, L, n_out, horizon);
-    const Py_ssize_t want = head + 4 + (L + 1) + 2 * L + 4 + 6;
-    if (nargs != want)
-        return PyErr_Format(PyExc_TypeError, "cartpole_rollout: expected %zd arguments, got %zd",
-                            want, nargs);
     LstmRollout m;
+    void *p[10 + 2 * MAX_LAYERS];
+    if (nargs < head + 1) return PyErr_Format(PyExc_TypeError, "too few arguments");
+    if (parse_rollout(args, &r) < 0) return NULL;
+    const long horizon = PyLong_AsLong(args[nargs - 1]);
+    if (horizon == -1 && PyErr_Occurred()) return NULL;
     memset(&m, 0, sizeof(m));
-    PyObject *const *rest = args + head + 4;
-    int width[MAX_LAYERS + 1];
-    long widths_sum = 0;
-    for (int l = 0; l <= L; l++) {
-        const long w = PyLong_AsLong(rest[l]);
-        if (w == -1 && PyErr_Occurred()) return NULL;
-        if (w < 1 || w > MAX_FEATURES)
-            return PyErr_Format(PyExc_ValueError, "layer width %ld outside 1..%d", w,
-                                MAX_FEATURES);
-        width[l] = (int)w;
-        if (l) widths_sum += w;
-    }
-    if (width[0] != r.obs_dim)
-        return PyErr_Format(PyExc_ValueError, "the encoder takes %d features, the rollout has %d",
-                            width[0], r.obs_dim);
-    void *p[2 * MAX_LAYERS + 10];
-    const int n_ptrs = 2 * (int)L + 10;
-    for (int i = 0; i < n_ptrs; i++) {
-        p[i] = PyLong_AsVoidPtr(rest[L + 1 + i]);
-        if (p[i] == NULL && PyErr_Occurred()) return NULL;
-    }
-    void **q = p;
+    if (parse_net(args + head, nargs - head - 1, 10, 2, &m.net, p) < 0) return NULL;
     Net *net = &m.net, *one = &m.one;
-    net->n_layers = one->n_layers = (int)L;
-    net->n_out = one->n_out = (int)n_out;
-    for (int l = 0; l <= L; l++) net->width[l] = one->width[l] = width[l];
-    for (int l = 0; l < L; l++) net->enc_b[l] = one->enc_b[l] = *q++;
+    const int L = net->n_layers, hid = net->seq.hid, n_out = net->n_out;
+    if (net->seq.t_len != 1 || net->seq.batch != r.n || n_out != r.actions + 1 ||
+        net->width[0] != r.obs_dim || horizon < 1 || r.t_len % horizon)
+        return PyErr_Format(PyExc_ValueError,
+                            "the step (T %d, batch %d, %d outputs, %d features) does not fit the "
+                            "rollout (T 1, batch %d, %d outputs, %d features), or horizon %ld "
+                            "does not divide its %d steps", net->seq.t_len, net->seq.batch,
+                            n_out, net->width[0], r.n, r.actions + 1, r.obs_dim, horizon,
+                            r.t_len);
+    void **q = p;
+    for (int l = 0; l < L; l++) net->enc_b[l] = *q++;
     for (int l = 0; l < L; l++) net->layers[l] = *q++;
-    net->wt = one->wt = *q++;
-    const float *bias = *q++;
-    net->w_head = one->w_head = *q++;
-    net->b_head = one->b_head = *q++;
+    net->wt = *q++;
+    net->seq.bias = *q++;
+    net->w_head = *q++, net->b_head = *q++;
     m.h = *q++, m.c = *q++, m.done = *q++, m.states_h = *q++, m.states_c = *q++;
     float *scratch = *q++;
+    *one = *net; /* the same weights; its own rows and scratch below */
+    const int *width = net->width;
     const int n = r.n;
     float *const h_given = m.h, *const c_given = m.c;
     m.h_alt = scratch, scratch += (size_t)n * hid;
@@ -885,14 +860,13 @@ static PyObject *py_cartpole_rollout(PyObject *self, PyObject *const *args, Py_s
     static const float keep_one = 1.0f;
     for (int k = 0; k < 2; k++) {
         Net *x = k ? one : net;
-        x->seq.t_len = 1, x->seq.batch = k ? 1 : n, x->seq.hid = (int)hid;
         x->seq.in_features = width[L];
-        x->seq.w_cat_t = wt_slot(x, (int)L);
-        x->seq.bias = bias;
+        x->seq.w_cat_t = wt_slot(x, L);
     }
+    one->seq.batch = 1;
     net->seq.keep = m.keep;
     one->seq.keep = &keep_one, one->seq.h_out = one_h, one->seq.c_out = one_c;
-    m.hid = (int)hid, m.horizon = (int)horizon;
+    m.hid = hid, m.horizon = (int)horizon;
     const RolloutPolicy pol = {.ctx = &m, .act = lstm_act, .stepped = lstm_stepped,
                                .final_value = lstm_final_value};
     int rc;
