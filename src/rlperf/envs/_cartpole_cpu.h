@@ -15,7 +15,8 @@
  * perf_counter) at each phase boundary and accumulates per phase the calls, total, min and max
  * nanoseconds; native.py hands them to the profiler once per rollout.
  *
- * Needs <math.h>, <stdint.h>, <string.h>, <time.h> and _dense_cpu.h (HOT, INLINE) first.
+ * Needs <Python.h>, <math.h>, <stdint.h>, <string.h>, <time.h> and _dense_cpu.h (HOT, INLINE)
+ * first.
  */
 #ifndef RLPERF_CARTPOLE_CPU_H
 #define RLPERF_CARTPOLE_CPU_H
@@ -212,6 +213,24 @@ static int cartpole_rollout(Rollout *r, const RolloutPolicy *pol) {
     return 0;
 }
 
+/* `count` ints or pointers from Python ints into `out`: 0, or -1 with a Python error set. The
+ * including kernel reads its own arguments with them too. */
+static int parse_longs(PyObject *const *args, int count, long *out) {
+    for (int i = 0; i < count; i++) {
+        out[i] = PyLong_AsLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static int parse_ptrs(PyObject *const *args, int count, void **out) {
+    for (int i = 0; i < count; i++) {
+        out[i] = PyLong_AsVoidPtr(args[i]);
+        if (out[i] == NULL && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
 #define ROLLOUT_DIMS 8
 #define ROLLOUT_PTRS 24
 /* The rollout's arguments, as native.py passes them to either kernel: 8 ints (T, N, D, A,
@@ -224,14 +243,9 @@ static int cartpole_rollout(Rollout *r, const RolloutPolicy *pol) {
 static int parse_rollout(PyObject *const *args, Rollout *r) {
     long d[ROLLOUT_DIMS];
     void *p[ROLLOUT_PTRS];
-    for (int i = 0; i < ROLLOUT_DIMS; i++) {
-        d[i] = PyLong_AsLong(args[i]);
-        if (d[i] == -1 && PyErr_Occurred()) return -1;
-    }
-    for (int i = 0; i < ROLLOUT_PTRS; i++) {
-        p[i] = PyLong_AsVoidPtr(args[ROLLOUT_DIMS + i]);
-        if (p[i] == NULL && PyErr_Occurred()) return -1;
-    }
+    if (parse_longs(args, ROLLOUT_DIMS, d) < 0 ||
+        parse_ptrs(args + ROLLOUT_DIMS, ROLLOUT_PTRS, p) < 0)
+        return -1;
     if (d[2] != (d[5] ? 4 : 2)) {
         PyErr_Format(PyExc_ValueError, "CartPole observes %d features, the policy takes %ld",
                      d[5] ? 4 : 2, d[2]);

@@ -225,22 +225,6 @@ static void gae_advantages(long t_len, long n, const float *rewards, const float
 
 /* -- Python bindings (pointers and sizes only; native.py checks everything) --------------- */
 
-static int parse_longs(PyObject *const *args, int count, long *out) {
-    for (int i = 0; i < count; i++) {
-        out[i] = PyLong_AsLong(args[i]);
-        if (out[i] == -1 && PyErr_Occurred()) return -1;
-    }
-    return 0;
-}
-
-static int parse_ptrs(PyObject *const *args, int count, void **out) {
-    for (int i = 0; i < count; i++) {
-        out[i] = PyLong_AsVoidPtr(args[i]);
-        if (out[i] == NULL && PyErr_Occurred()) return -1;
-    }
-    return 0;
-}
-
 /* The MLP's sizes and weights: args (L, *widths[L + 2], *w[L + 1], *b[L + 1]); returns the
  * number of arguments read, or -1. */
 static Py_ssize_t parse_mlp(PyObject *const *args, Py_ssize_t nargs, Mlp *m) {
