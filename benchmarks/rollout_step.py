@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from rlperf.config import Config
+from rlperf.config import Config, ConfigError, parse_env_options
 from rlperf.ppo.trainer import Trainer
 from rlperf.timing.sections import Profiler
 
@@ -73,12 +73,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--rollouts", type=int, default=10, help="timed rollouts per round")
     args = parser.parse_args()
-    options = {}
-    for item in args.env_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--env-option {item!r} is not KEY=VALUE")
-        options[key] = int(value) if value.isdigit() else value
+    try:
+        options = parse_env_options(args.env_option)
+    except ConfigError as e:
+        parser.error(str(e))
     torch.set_num_threads(1)
     print(f"{'envs x steps':>12} {'variant':>13} {'us per step: median [min - max]':>34}")
     for shape in args.shapes:
