@@ -420,10 +420,12 @@ def main() -> None:
         run_worker(args)
         return
     if args.shape is not None:
+        from rlperf.bench.harness import parse_shape  # noqa: PLC0415  (workers import later)
+
         try:
-            envs, steps = (int(x) for x in args.shape.lower().split("x"))
-        except ValueError:
-            ap.error(f"--shape {args.shape!r} is not ENVSxSTEPS, e.g. 4x128")
+            envs, steps = parse_shape(args.shape)
+        except argparse.ArgumentTypeError as e:
+            ap.error(f"--shape: {e}")
         if envs < NUM_MINIBATCHES or steps < 1:
             ap.error(f"--shape {args.shape}: at least {NUM_MINIBATCHES} envs (one per "
                      "minibatch) and 1 step")  # fmt: skip

@@ -59,16 +59,6 @@ ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thread
 LR = 2.5e-4
 
 
-def parse_shape(text: str) -> tuple[int, int]:
-    try:
-        envs, steps = (int(x) for x in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shape {text!r} is not ENVSxSTEPS, e.g. 4x128") from None
-    if envs < 1 or steps < 1:
-        raise argparse.ArgumentTypeError(f"shape {text!r}: envs and steps must be >= 1")
-    return envs, steps
-
-
 def first_solved(returns: list[float], window: int = 100) -> int | None:
     """Index (0-based) of the first episode at which the mean of the last ``window`` episodes
     (fewer at the start, as rlperf's episode log) reaches :data:`SOLVED`, or None."""
@@ -193,9 +183,12 @@ def med(values: list[float | None]) -> str:
 
 def main() -> int:
     if len(sys.argv) == 5 and sys.argv[1] == "--jax-worker":
-        envs, steps = parse_shape(sys.argv[2])
+        # The jax environment has no rlperf; the shape is the parent's, already checked.
+        envs, steps = (int(x) for x in sys.argv[2].split("x"))
         print(json.dumps(jax_worker(envs, steps, int(sys.argv[3]), int(sys.argv[4]))))
         return 0
+    from rlperf.bench.harness import parse_shape  # noqa: PLC0415  (not in the jax worker)
+
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n", 2)[2],

@@ -64,12 +64,17 @@ def us_per_step(trainer: Trainer, rollouts: int) -> float:
 
 
 def main() -> None:
+    # Here, not at the top: run against an older tree (PYTHONPATH), only the timed code is its.
+    from rlperf.bench.harness import parse_shape
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="cartpole", help="env name (default: cartpole)")
     parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
                         help="env option, as rlperf train's (repeatable)")  # fmt: skip
     parser.add_argument("--policy", choices=["mlp", "lstm"], default="mlp")
-    parser.add_argument("--shapes", nargs="+", default=["4x128", "64x32"], metavar="NxT")
+    parser.add_argument(
+        "--shapes", nargs="+", type=parse_shape, default=[(4, 128), (64, 32)], metavar="NxT"
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--rollouts", type=int, default=10, help="timed rollouts per round")
     args = parser.parse_args()
@@ -79,8 +84,8 @@ def main() -> None:
         parser.error(str(e))
     torch.set_num_threads(1)
     print(f"{'envs x steps':>12} {'variant':>13} {'us per step: median [min - max]':>34}")
-    for shape in args.shapes:
-        n, t = (int(x) for x in shape.split("x"))
+    for n, t in args.shapes:
+        shape = f"{n}x{t}"
         trainers = {v: make(v, args.env, options, args.policy, n, t, seed=1) for v in VARIANTS}
         for tr in trainers.values():
             us_per_step(tr, 1)  # warm-up: workspaces, first-touch pages

@@ -38,14 +38,9 @@ import sys
 import time
 
 from rlperf.bench.cleanrl import CLEANRL_PPO, Minibatch, minibatch_update, mlp_agent, run_mlp
-from rlperf.bench.harness import Implementation, compare, paired_ratios, spread
+from rlperf.bench.harness import Implementation, compare, paired_ratios, parse_shape, spread
 
 WARMUP_ITERS = 2
-
-
-def parse_config(text: str) -> tuple[int, int]:
-    envs, steps = text.lower().split("x")
-    return int(envs), int(steps)
 
 
 def default_total_steps(num_envs: int, num_steps: int) -> int:
@@ -130,7 +125,7 @@ def worker_floor(num_envs: int, num_steps: int, total: int, threads: int) -> dic
 # -- driver ----------------------------------------------------------------------------------
 def implementations(impls: list[str], config: str, total: int, threads: int,
                     base_src: str | None) -> list[Implementation]:  # fmt: skip
-    num_envs, num_steps = parse_config(config)
+    num_envs, num_steps = parse_shape(config)
     size = {"num_envs": num_envs, "num_steps": num_steps, "total": total, "threads": threads}
     workers = {
         "rlperf": (worker_rlperf, {"fast": True}),
@@ -178,9 +173,12 @@ def main() -> None:
         impls.insert(1, "rlperf-base")
     if "rlperf-base" in impls and not args.base_src:
         ap.error("--impls rlperf-base needs --base-src, the older tree it runs")
+    try:
+        configs = {config: parse_shape(config) for config in args.configs.split(",")}
+    except argparse.ArgumentTypeError as e:
+        ap.error(f"--configs: {e}")
     results: dict[str, dict[str, list[dict]]] = {}
-    for config in args.configs.split(","):
-        num_envs, num_steps = parse_config(config)
+    for config, (num_envs, num_steps) in configs.items():
         total = args.total_steps or default_total_steps(num_envs, num_steps)
 
         def progress(r: int, impl: str, sample: dict, config: str = config) -> None:

@@ -71,8 +71,11 @@ def main() -> int:
     if len(sys.argv) == 5 and sys.argv[1] == WORKER:
         print(json.dumps(measure(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
         return 0
+    from rlperf.bench.harness import parse_shape  # noqa: PLC0415  (the parent's rlperf only)
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shape", default="4x128", help="ENVSxSTEPS (default %(default)s)")
+    ap.add_argument("--shape", type=parse_shape, default=(4, 128),
+                    help="ENVSxSTEPS (default 4x128)")  # fmt: skip
     ap.add_argument("--repeats", type=int, default=100, help="updates timed per round")
     ap.add_argument("--rounds", type=int, default=3, help="fresh processes per source tree")
     ap.add_argument("--threads", type=int, default=1)
@@ -91,7 +94,8 @@ def main() -> int:
             env = dict(os.environ)
             if src is not None:
                 env["PYTHONPATH"] = os.path.abspath(src)
-            cmd = [sys.executable, __file__, WORKER, args.shape, str(args.repeats),
+            shape = "x".join(map(str, args.shape))
+            cmd = [sys.executable, __file__, WORKER, shape, str(args.repeats),
                    str(args.threads)]  # fmt: skip
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])

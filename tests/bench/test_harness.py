@@ -14,6 +14,7 @@ from rlperf.bench.harness import (
     abba,
     compare,
     paired_ratios,
+    parse_shape,
     run_fresh,
     spread,
     summary,
@@ -105,3 +106,15 @@ def test_a_failing_implementation_names_itself() -> None:
         run_fresh(Implementation("broken", _fails))
     with pytest.raises(ValueError, match="unique"):
         compare([Implementation("a", _fails), Implementation("a", _fails)], 1)
+
+
+def test_parse_shape_reads_envs_by_steps_and_names_what_is_wrong() -> None:
+    import argparse
+
+    assert parse_shape("4x128") == (4, 128)
+    assert parse_shape("1024X32") == (1024, 32)
+    cases = [("4xq", "not ENVSxSTEPS"), ("4x", "not ENVSxSTEPS"), ("4x8x2", "not ENVSxSTEPS"),
+             ("0x32", "must be >= 1"), ("4x-1", "must be >= 1")]  # fmt: skip
+    for bad, match in cases:
+        with pytest.raises(argparse.ArgumentTypeError, match=match):
+            parse_shape(bad)

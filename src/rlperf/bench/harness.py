@@ -21,6 +21,7 @@ forked OpenMP thread pool can hang the child.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -48,6 +49,18 @@ class Implementation:
     run: Callable[..., dict[str, Any]]
     kwargs: dict[str, Any] = field(default_factory=dict)
     src: str | None = None  # a tree's src/ put first on the child's path
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``ENVSxSTEPS`` (``4x128``) as ``(envs, steps)``, both >= 1: the benchmark scripts' shape
+    arguments, as an argparse ``type`` (a malformed one is an ``ArgumentTypeError`` naming it)."""
+    try:
+        envs, steps = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape {text!r} is not ENVSxSTEPS, e.g. 4x128") from None
+    if envs < 1 or steps < 1:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: envs and steps must be >= 1")
+    return envs, steps
 
 
 def abba(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
