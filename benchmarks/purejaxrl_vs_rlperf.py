@@ -236,18 +236,20 @@ def main() -> int:
                     print(f"{threads:>7} {envs}x{steps:<5} round {rnd} {impl:>9}: "
                           f"{res['sps']:>10,.0f} SPS, to 475 {solved}", flush=True)  # fmt: skip
     print(f"\n{'threads':>7} {'shape':>8} {'impl':>9} {'steady SPS median [min-max]':>34} "
-          f"{'PureJaxRL/rlperf':>16} {'s to 475 from a fresh process':>30}")  # fmt: skip
+          f"{'rlperf/PureJaxRL paired':>24} {'s to 475 from a fresh process':>30}")  # fmt: skip
     for threads in args.threads:
         for envs, steps in args.shapes:
             shape = f"{envs}x{steps}"
             sel = {i: [r for r in results if r["impl"] == i and r["shape"] == shape
                        and r["threads"] == threads] for i in ("rlperf", "purejaxrl")}  # fmt: skip
-            ratios = [j["sps"] / r["sps"] for r, j in zip(sel["rlperf"], sel["purejaxrl"],
+            # Round by round: the two ran back to back, so the box's drift cancels.
+            ratios = [r["sps"] / j["sps"] for r, j in zip(sel["rlperf"], sel["purejaxrl"],
                                                           strict=True)]  # fmt: skip
+            paired = f"{statistics.median(ratios):.3f}x [{min(ratios):.3f}-{max(ratios):.3f}]"
             for impl, rows in sel.items():
-                ratio = f"{statistics.median(ratios):.2f}x" if impl == "purejaxrl" else ""
+                ratio = paired if impl == "purejaxrl" else ""
                 print(f"{threads:>7} {shape:>8} {impl:>9} {med([r['sps'] for r in rows]):>34} "
-                      f"{ratio:>16} {med([r['to_solved_s'] for r in rows]):>30}")  # fmt: skip
+                      f"{ratio:>24} {med([r['to_solved_s'] for r in rows]):>30}")  # fmt: skip
     if args.out is not None:
         args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                         "runs": results}, indent=1))  # fmt: skip
