@@ -109,6 +109,29 @@ class EnvConfig:
         "busy with other work, where a pinned worker cannot move to an idle core",
     )
 
+    normalize_obs: bool = _f(
+        False,
+        "normalise observations by their running mean and std over the batch (VecNormalize's "
+        "and CleanRL's MuJoCo setting), then clip them to +-clip_obs (envs/normalize.py)",
+    )
+    normalize_reward: bool = _f(
+        False,
+        "divide rewards by the running std of the discounted return, then clip them to "
+        "+-clip_reward; episode returns are still logged as the env's own",
+    )
+    clip_obs: float = _f(10.0, "bound of normalised observations (0: no clip)")
+    clip_reward: float = _f(10.0, "bound of normalised rewards (0: no clip)")
+    norm_per_env: bool = _f(
+        False,
+        "normalisation statistics per env (CleanRL's per-env wrappers) instead of one set for "
+        "the whole batch (SB3's VecNormalize)",
+    )
+
+    @property
+    def normalizes(self) -> bool:
+        """Observations or rewards are normalised (``--normalize-obs``/``--normalize-reward``)."""
+        return self.normalize_obs or self.normalize_reward
+
     def validate_backend(self) -> None:
         """The vector backend's settings: ConfigError (one line) unless they can run here."""
         if self.backend not in BACKENDS:
@@ -357,6 +380,8 @@ class Config:
             "supervised_steps": self.teacher.supervised_steps,
             "summary_every": self.run.summary_every,
             "max_wall_s": self.run.max_wall_s,
+            "clip_obs": self.env.clip_obs,
+            "clip_reward": self.env.clip_reward,
         }.items():
             if value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value}")
@@ -414,6 +439,11 @@ class Config:
             raise ConfigError(
                 "--supervised-steps needs every env in each step: drop --env-batch-size "
                 "(the teacher runs on the synchronous multiprocess backend)"
+            )
+        if self.env.normalizes and self.env.asynchronous:
+            raise ConfigError(
+                "--normalize-obs/--normalize-reward need every env in each step: drop "
+                "--env-batch-size (normalisation runs on the synchronous backends)"
             )
         if self.run.device not in ("cpu", "cuda") and not self.run.device.startswith("cuda:"):
             raise ConfigError(f"device must be cpu or cuda, got {self.run.device!r}")
@@ -577,6 +607,23 @@ def _ultra_fast(cfg: Config) -> Config:
     return cfg
 
 
+def _mujoco(cfg: Config) -> Config:
+    """CleanRL's ``ppo_continuous_action.py`` on a MuJoCo env (HalfCheetah-v5 unless ``--env``
+    names another): 1 env x 2048 steps, 32 minibatches x 10 epochs, learning rate 3e-4
+    annealed, no entropy bonus, 1M steps, the 64x64 Tanh actor-critic with a state-independent
+    log-std, and CleanRL's wrappers as rlperf's batched normalisation: observations normalised
+    and clipped to +-10, rewards divided by the discounted return's std and clipped to +-10,
+    statistics per env as CleanRL's wrappers keep them (docs/continuous.md)."""
+    cfg.env.env, cfg.env.num_envs = "gym:HalfCheetah-v5", 1
+    cfg.env.normalize_obs = cfg.env.normalize_reward = True
+    cfg.env.clip_obs = cfg.env.clip_reward = 10.0
+    cfg.env.norm_per_env = True
+    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.update_epochs = 2048, 32, 10
+    cfg.ppo.learning_rate, cfg.ppo.ent_coef = 3e-4, 0.0
+    cfg.run.total_steps = 1_000_000
+    return cfg
+
+
 # name -> transformation of the default config.
 PRESETS: dict[str, Callable[[Config], Config]] = {
     "default": _default,
@@ -586,6 +633,7 @@ PRESETS: dict[str, Callable[[Config], Config]] = {
     "robots-rgb": _robots_rgb,
     "original": _original,
     "ultra_fast": _ultra_fast,
+    "mujoco": _mujoco,
 }
 
 

@@ -12,7 +12,8 @@ config.
   :class:`~rlperf.ppo.update.AutogradUpdate` otherwise.
 - The **env step**: ``rollout/env_step``, or for env workers (``envs/workers/``) the send of
   the actions (``rollout/env_send``) and the wait for the workers (``rollout/env_recv``), so the
-  breakdown shows whether the trainer waits on the workers or the workers on the trainer.
+  breakdown shows whether the trainer waits on the workers or the workers on the trainer; then
+  the observation/reward normalisation where the run asks for it (``rollout/normalize``).
 - The **sampler**: whole BPTT segments for a recurrent policy
   (:class:`~rlperf.ppo.samplers.SegmentSampler`), one packed float table where the buffer fits
   one (:class:`~rlperf.ppo.samplers.PackedTableSampler`), else rows gathered per field
@@ -31,6 +32,8 @@ from gymnasium.vector import VectorEnv
 
 from rlperf import openmp
 from rlperf.config import Config, ConfigError
+from rlperf.envs.normalize import Normalizer
+from rlperf.envs.spec import EnvSpec
 from rlperf.envs.workers import MultiprocessVecEnv
 from rlperf.policies.base import ActorCritic
 from rlperf.ppo.rollout import RolloutBuffer
@@ -137,8 +140,28 @@ def make_sampler(buffer: RolloutBuffer) -> Sampler:
     return RowSampler(buffer)
 
 
-def make_env_step(env: VectorEnv, prof: Profiler) -> Callable[[np.ndarray], StepResult]:
-    """``step(actions) -> (obs, rewards, terminations, truncations, infos)``, timed.
+def make_normalizer(cfg: Config, spec: EnvSpec) -> Normalizer | None:
+    """The run's observation/reward normalisation (``envs/normalize.py``), or None without
+    ``--normalize-obs``/``--normalize-reward``; ConfigError for image observations."""
+    env = cfg.env
+    if not env.normalizes:
+        return None
+    if env.normalize_obs and np.dtype(spec.obs_dtype) == np.uint8:
+        raise ConfigError(
+            f"--normalize-obs takes float observations; env {env.env!r} gives "
+            f"{spec.describe_obs()} images"
+        )
+    return Normalizer(
+        spec.num_envs, spec.obs_shape, cfg.ppo.gamma, env.normalize_obs, env.normalize_reward,
+        env.clip_obs, env.clip_reward, env.norm_per_env,
+    )  # fmt: skip
+
+
+def make_env_step(
+    env: VectorEnv, prof: Profiler, normalizer: Normalizer | None = None
+) -> Callable[[np.ndarray], StepResult]:
+    """``step(actions) -> (obs, rewards, terminations, truncations, infos)``, timed, with the
+    observations and rewards normalised by ``normalizer`` (section ``normalize``) when given.
 
     Env workers' arrays are views of their shared memory, valid until the next send: the
     rollout copies them into the buffer before it steps again.
@@ -146,20 +169,29 @@ def make_env_step(env: VectorEnv, prof: Profiler) -> Callable[[np.ndarray], Step
     sec = prof.section
     if isinstance(env, MultiprocessVecEnv):
 
-        def step_workers(actions: np.ndarray) -> StepResult:
+        def step_raw(actions: np.ndarray) -> StepResult:
             with sec(names.ENV_SEND):
                 env.send(actions)
             with sec(names.ENV_RECV):
                 obs, rewards, terminations, truncations, infos, _ = env.recv()
             return obs, rewards, terminations, truncations, infos
 
-        return step_workers
+    else:
 
-    def step(actions: np.ndarray) -> StepResult:
-        with sec(names.ENV_STEP):
-            return env.step(actions)
+        def step_raw(actions: np.ndarray) -> StepResult:
+            with sec(names.ENV_STEP):
+                return env.step(actions)
 
-    return step
+    if normalizer is None:
+        return step_raw
+
+    def step_normalized(actions: np.ndarray) -> StepResult:
+        obs, rewards, terminations, truncations, infos = step_raw(actions)
+        with sec(names.NORMALIZE):
+            obs, rewards, infos = normalizer.step(obs, rewards, terminations, truncations, infos)
+        return obs, rewards, terminations, truncations, infos
+
+    return step_normalized
 
 
 def worker_times(env: VectorEnv) -> list[dict[str, float]] | None:

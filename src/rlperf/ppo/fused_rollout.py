@@ -126,7 +126,8 @@ def make_fused(
         and fused_step_applies(cfg, spec, policy, buffer.device, teacher)
     ):
         return None, None
-    if isinstance(env, CartPoleVec) and steps_as_numpy(env):
+    # The whole-rollout kernel steps the env itself: normalisation happens outside the env.
+    if isinstance(env, CartPoleVec) and steps_as_numpy(env) and not cfg.env.normalizes:
         return FusedCartPoleRollout(buffer, env, policy, prof, episodes), None
     return None, FusedStep(buffer, policy)
 
@@ -138,7 +139,7 @@ def fused_lstm_applies(
     """Whether the LSTM's fused CartPole rollout can run: ``--fused-rollout`` on, the LSTM's
     kernel built and its compiled step in use (:attr:`LSTMActorCritic.analytic`: flat
     observations, one unmasked categorical action, float32 on the CPU), rlperf's CartPole
-    stepping as numpy, no teacher, not the asynchronous collector."""
+    stepping as numpy without normalisation, no teacher, not the asynchronous collector."""
     return (
         cfg.policy.fused_rollout
         and native.lstm_available()
@@ -152,6 +153,7 @@ def fused_lstm_applies(
         and not cfg.env.asynchronous
         and isinstance(env, CartPoleVec)
         and steps_as_numpy(env)
+        and not cfg.env.normalizes
     )
 
 

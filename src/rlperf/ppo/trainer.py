@@ -52,6 +52,7 @@ from rlperf.ppo.build import (
     check_recurrent_sizes,
     check_total_steps,
     make_env_step,
+    make_normalizer,
     make_sampler,
     make_update,
     resolve_device,
@@ -126,6 +127,7 @@ def check_config(cfg: Config, world_size: int = 1) -> None:
         _, reset_infos = env.reset(seed=cfg.run.seed)
         spec = env_spec(cfg, env, reset_infos)
         check_fit(cfg, spec, int(env.num_envs), world_size)
+        make_normalizer(cfg, spec)
         make_teacher_phase(env, cfg.env.env, spec, cfg.teacher, torch.device("cpu"), Profiler())
     finally:
         env.close()
@@ -177,9 +179,13 @@ class Trainer:
             self.rollout_threads,
         )
         self.env = make_env(cfg.env, seed, trainer_threads=self.rollout_threads)
-        self.step_env = make_env_step(self.env, self.prof)
         obs, reset_infos = self.env.reset(seed=seed)
         self.spec = env_spec(cfg, self.env, reset_infos)
+        # Observation/reward normalisation after each step, over the batch (envs/normalize.py).
+        self.normalizer = make_normalizer(cfg, self.spec)
+        if self.normalizer is not None:
+            obs = self.normalizer.reset(obs)
+        self.step_env = make_env_step(self.env, self.prof, self.normalizer)
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
         check_fit(cfg, self.spec, self.rows, ranks.world_size)

@@ -6,8 +6,9 @@ format, the atomic write and the layout of several ranks' states are ``run/check
 
 Shared by the ranks: the config, the iteration and global step, the policy's and the optimizer's
 state, and the steps and seconds counted for SPS. Per rank (each has its own environments, so
-rank 0 gathers and writes them all): the environments' state, the observation the next rollout
-starts from, the policy's recurrent state, the RNGs, the episodes seen, the teacher's calls.
+rank 0 gathers and writes them all): the environments' state and their normalisation
+statistics, the observation the next rollout starts from, the policy's recurrent state, the
+RNGs, the episodes seen, the teacher's calls.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ def own_rank_state(trainer: Trainer) -> dict[str, Any]:
         "policy_state": [s.cpu() for s in trainer.state],
         **trainer.episodes.state_dict(),
         "teacher_calls": dict(teacher.calls) if teacher else {},
+        "normalizer": None
+        if trainer.normalizer is None
+        else to_tensors(trainer.normalizer.state_dict()),
     }
 
 
@@ -91,6 +95,11 @@ def load_trainer(trainer: Trainer, payload: dict[str, Any]) -> None:
             if len(saved) != len(trainer.state):
                 raise ValueError("policy state does not match the policy")
             trainer.state = tuple(s.to(trainer.device) for s in saved)
+        if trainer.normalizer is not None:
+            saved_norm = payload.get("normalizer")
+            if saved_norm is None:
+                raise ValueError("the checkpoint has no normalisation statistics")
+            trainer.normalizer.load_state_dict(to_numpy(saved_norm))
         trainer.iteration = int(payload["iteration"])
         trainer.global_step = int(payload["global_step"])
         trainer.episodes.load_state_dict(payload)

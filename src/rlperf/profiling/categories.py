@@ -9,7 +9,8 @@ on the section's path wins:
 rendering       any section at or below a ``render`` section (RGB observations and their stages)
 transfer        ``device_to_host`` and ``to_device`` sections (actions to the host, the teacher's
                 copies)
-environment     ``rollout/env_step`` and everything below it that is not rendering
+environment     ``rollout/env_step`` and everything below it that is not rendering, and
+                ``rollout/normalize`` (observation/reward normalisation)
 model           the policy's forward during the rollout (``rollout/policy_forward`` and its
                 stages, e.g. ``convlstm/...``) and the truncation bootstrap's critic call
 training        ``gae``, ``rollout/buffer_store`` (the replay store feeds the update) and
@@ -42,7 +43,7 @@ def category_of(path: str) -> str:
     top = parts[0]
     second = parts[1] if len(parts) > 1 else None
     if top == names.ROLLOUT:
-        if second == names.ENV_STEP:
+        if second in (names.ENV_STEP, names.NORMALIZE):
             return "environment"
         if second in (names.POLICY_FORWARD, names.TRUNCATION_BOOTSTRAP):
             return "model"

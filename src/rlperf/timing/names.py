@@ -22,6 +22,8 @@ ENV_STEP = "env_step"
 # the workers, and waiting for their results (what the trainer waits on the workers).
 ENV_SEND = "env_send"
 ENV_RECV = "env_recv"
+# Observation/reward normalisation of the step's results (envs/normalize.py), where a run has it.
+NORMALIZE = "normalize"
 BUFFER_STORE = "buffer_store"
 TRUNCATION_BOOTSTRAP = "truncation_bootstrap"
 ROLLOUT_CHILDREN = (POLICY_FORWARD, DEVICE_TO_HOST, ENV_STEP, BUFFER_STORE)

@@ -1,0 +1,190 @@
+"""Observation and reward normalisation over a whole batch of environments (``--normalize-obs``,
+``--normalize-reward``), as SB3's ``VecNormalize`` and gymnasium's vector
+``NormalizeObservation``/``NormalizeReward`` do, plus CleanRL's clips to +-10.
+
+Why it is rlperf's own and not a wrapper around each env: PPO on MuJoCo needs it to reach the
+published returns (CleanRL wraps every env in NormalizeObservation, an observation clip,
+NormalizeReward and a reward clip), but four per-env Python wrappers are four calls a step per
+env, and a reward wrapper inside the env changes the return that the episode statistics record.
+Here it is a handful of numpy ops over the ``(num_envs, ...)`` batch, applied by the trainer
+after the vector env's step (``ppo/build.py``'s ``make_env_step``, section
+``rollout/normalize``), so:
+
+- the episode statistics (``infos["episode"]``) are the env's own returns, as CleanRL's
+  ``episodic_return``, never the normalised or clipped reward's sum;
+- it works the same for every backend (serial, env workers);
+- ``infos["final_obs"]`` (the observation a truncated episode ended on) is normalised with the
+  same statistics, without updating them, so the critic's bootstrap sees what it was trained on
+  (SB3 does this for ``terminal_observation``; gymnasium's wrappers leave it raw).
+
+The statistics are gymnasium's :class:`~gymnasium.wrappers.utils.RunningMeanStd` arithmetic
+(Chan et al.'s parallel update, float64), shared over the batch, or one per env
+(``--norm-per-env``, as CleanRL's per-env wrappers keep them). The reward is divided by the
+standard deviation of the discounted return, which restarts after a termination or truncation
+(gymnasium 1.x's vector ``NormalizeReward`` in SAME_STEP autoreset). Tested against gymnasium's
+wrappers in ``tests/envs/test_normalize.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class RunningStats:
+    """Running mean and variance of rows of shape ``shape``: one set for the whole batch, or
+    with ``rows`` one set per row (each row's samples only).
+
+    ``count`` starts at ``epsilon`` as gymnasium's and SB3's do, so the first update already
+    weighs the prior (mean 0, var 1) by almost nothing.
+    """
+
+    def __init__(self, shape: tuple[int, ...], rows: int | None = None, epsilon: float = 1e-4):
+        lead = () if rows is None else (rows,)
+        self.per_row = rows is not None
+        self.mean = np.zeros(lead + shape, dtype=np.float64)
+        self.var = np.ones(lead + shape, dtype=np.float64)
+        self.count = np.full(lead + (1,) * len(shape), epsilon, dtype=np.float64)
+
+    def update(self, x: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """Take a batch ``x`` (B, *shape); per row: each row of ``x`` is that row's one new
+        sample, and only ``rows`` (a bool mask (B,)) are taken when given."""
+        if self.per_row:
+            # Chan's update with a batch of one sample per row: batch mean x, batch var 0.
+            take = slice(None) if rows is None else rows
+            mean, var, count = self.mean[take], self.var[take], self.count[take]
+            delta = x[take] - mean
+            total = count + 1.0
+            new_mean = mean + delta / total
+            m2 = var * count + np.square(delta) * count / total
+            self.mean[take], self.var[take], self.count[take] = new_mean, m2 / total, total
+            return
+        if rows is not None:
+            x = x[rows]
+        if len(x) == 0:
+            return
+        batch_mean, batch_var, batch_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count
+        m2 = m2 + np.square(delta) * self.count * batch_count / total
+        self.var, self.count = m2 / total, total
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        # np.array: a 0-d statistic becomes a numpy scalar after an update; a checkpoint takes
+        # arrays (run/checkpoint.py turns them into tensors).
+        return {key: np.array(getattr(self, key)) for key in ("mean", "var", "count")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("mean", "var", "count"):
+            value = np.asarray(state[key], dtype=np.float64)
+            if value.shape != getattr(self, key).shape:
+                raise ValueError(
+                    f"normalisation {key} has shape {value.shape}, this run needs "
+                    f"{getattr(self, key).shape}"
+                )
+            setattr(self, key, value.copy())
+
+
+class Normalizer:
+    """Normalises a vector env's observations and rewards, batch by batch (module docstring).
+
+    Args:
+        num_envs: rows of each batch.
+        obs_shape: one observation's shape.
+        gamma: the discount of the return whose spread scales the reward (the run's gamma).
+        obs, reward: which of the two to normalise.
+        clip_obs, clip_reward: the normalised values are clipped to +-these (0: no clip).
+        per_env: one set of statistics per env instead of one for the batch.
+        epsilon: added to the variance before its square root (gymnasium's 1e-8).
+
+    Attributes:
+        training: update the statistics with each batch (False: frozen, for evaluation).
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        gamma: float,
+        obs: bool = True,
+        reward: bool = True,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
+        per_env: bool = False,
+        epsilon: float = 1e-8,
+    ) -> None:
+        rows = num_envs if per_env else None
+        self.num_envs, self.gamma, self.epsilon = num_envs, gamma, epsilon
+        self.clip_obs, self.clip_reward = clip_obs, clip_reward
+        self.obs_stats = RunningStats(tuple(obs_shape), rows) if obs else None
+        self.return_stats = RunningStats((), rows) if reward else None
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.training = True
+
+    def normalize_obs(self, obs: np.ndarray, update: bool) -> np.ndarray:
+        """``obs`` (num_envs, ...) normalised as float32 (the statistics updated first when
+        ``update`` and training, as gymnasium's wrapper does)."""
+        stats = self.obs_stats
+        if stats is None:
+            return obs
+        if update and self.training:
+            stats.update(obs)
+        out = (obs - stats.mean) / np.sqrt(stats.var + self.epsilon)
+        if self.clip_obs > 0:
+            np.clip(out, -self.clip_obs, self.clip_obs, out=out)
+        return out.astype(np.float32, copy=False)
+
+    def reset(self, obs: np.ndarray) -> np.ndarray:
+        """The first observations of a reset env, normalised; the discounted returns restart."""
+        self.returns[:] = 0.0
+        return self.normalize_obs(obs, update=True)
+
+    def step(
+        self,
+        obs: np.ndarray,
+        rewards: np.ndarray,
+        terminations: np.ndarray,
+        truncations: np.ndarray,
+        infos: dict[str, Any],
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """One step's observations and rewards normalised; ``infos["final_obs"]`` too, with the
+        statistics as they are after this step's update (not updated by it)."""
+        stats = self.return_stats
+        if stats is not None:
+            # The discounted return: gymnasium's vector NormalizeReward, SAME_STEP autoreset.
+            self.returns = self.returns * self.gamma * (1.0 - terminations) + rewards
+            if self.training:
+                stats.update(self.returns)
+            rewards = rewards / np.sqrt(stats.var + self.epsilon)
+            if self.clip_reward > 0:
+                rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)
+            self.returns[terminations | truncations] = 0.0
+        obs = self.normalize_obs(obs, update=True)
+        final = infos.get("final_obs") if infos else None
+        if self.obs_stats is not None and final is not None and final.dtype != object:
+            infos["final_obs"] = self.normalize_obs(final, update=False)
+        return obs, rewards, infos
+
+    def state_dict(self) -> dict[str, Any]:
+        """The statistics and the running discounted returns (a checkpoint's ``normalizer``)."""
+        return {
+            "obs": None if self.obs_stats is None else self.obs_stats.state_dict(),
+            "return": None if self.return_stats is None else self.return_stats.state_dict(),
+            "returns": np.array(self.returns),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; ValueError when it does not fit these settings."""
+        for name, stats in (("obs", self.obs_stats), ("return", self.return_stats)):
+            saved = state.get(name)
+            if (saved is None) != (stats is None):
+                raise ValueError(f"the checkpoint's {name} normalisation does not match this run")
+            if stats is not None:
+                stats.load_state_dict(saved)
+        returns = np.asarray(state["returns"], dtype=np.float64)
+        if returns.shape != self.returns.shape:
+            raise ValueError(f"normalisation returns have shape {returns.shape}")
+        self.returns = returns.copy()

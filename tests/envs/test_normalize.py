@@ -1,0 +1,151 @@
+"""The batched normalisation (envs/normalize.py) against gymnasium's own wrappers: the vector
+NormalizeObservation and NormalizeReward for shared statistics, and one per-env
+NormalizeObservation/NormalizeReward per sub-env for ``per_env`` (CleanRL's wrappers)."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers import NormalizeObservation, NormalizeReward
+from gymnasium.wrappers import vector as vector_wrappers
+
+from rlperf.envs.normalize import Normalizer, RunningStats
+
+GAMMA = 0.99
+
+
+def _vec(
+    num_envs: int, wrappers: list | None = None, mode: AutoresetMode = AutoresetMode.SAME_STEP
+) -> gymnasium.vector.VectorEnv:
+    # Pendulum: float observations, float rewards, truncation at 200 steps.
+    return gymnasium.make_vec(
+        "Pendulum-v1",
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
+        wrappers=wrappers,
+    )
+
+
+def _actions(rng: np.random.Generator, n: int, steps: int) -> np.ndarray:
+    return rng.uniform(-2.0, 2.0, size=(steps, n, 1)).astype(np.float32)
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_shared_statistics_match_gymnasium_vector_wrappers(num_envs: int) -> None:
+    # gymnasium's vector wrappers take NEXT_STEP autoreset only, which steps differently once
+    # an episode ends; before that (Pendulum truncates at 200 steps) the streams are the same.
+    steps = 199
+    reference = vector_wrappers.NormalizeReward(
+        vector_wrappers.NormalizeObservation(_vec(num_envs, mode=AutoresetMode.NEXT_STEP)),
+        gamma=GAMMA,
+    )
+    raw = _vec(num_envs)
+    norm = Normalizer(num_envs, (3,), GAMMA, clip_obs=0.0, clip_reward=0.0)
+    # gymnasium keeps a float32 space's statistics in float32, ours (and SB3's) are float64:
+    # the normalised values agree to float32's rounding of the statistics.
+    ref_obs, _ = reference.reset(seed=5)
+    obs = norm.reset(raw.reset(seed=5)[0])
+    np.testing.assert_allclose(obs, ref_obs, atol=1e-4)
+    for actions in _actions(np.random.default_rng(0), num_envs, steps):
+        ref_obs, ref_rew, ref_term, ref_trunc, _ = reference.step(actions)
+        o, r, term, trunc, infos = raw.step(actions)
+        obs, rew, _ = norm.step(o, r, term, trunc, infos)
+        assert not (term | trunc | ref_term | ref_trunc).any()
+        np.testing.assert_allclose(obs, ref_obs, atol=1e-4)
+        np.testing.assert_allclose(rew, ref_rew, rtol=1e-6)
+    # The statistics themselves, not only what they produce.
+    ref_obs_rms = reference.env.obs_rms
+    np.testing.assert_allclose(norm.obs_stats.mean, ref_obs_rms.mean, rtol=1e-5)
+    np.testing.assert_allclose(norm.obs_stats.var, ref_obs_rms.var, rtol=1e-5)
+    np.testing.assert_allclose(norm.return_stats.var, reference.return_rms.var, rtol=1e-5)
+
+
+def test_per_env_statistics_match_per_env_gymnasium_wrappers() -> None:
+    """CleanRL's layout: each sub-env wrapped in NormalizeObservation and NormalizeReward."""
+    num_envs, steps = 3, 250
+    per_env = [
+        lambda env: NormalizeReward(NormalizeObservation(env), gamma=GAMMA),
+    ]
+    reference = _vec(num_envs, per_env)
+    raw = _vec(num_envs)
+    norm = Normalizer(num_envs, (3,), GAMMA, clip_obs=0.0, clip_reward=0.0, per_env=True)
+    ref_obs, _ = reference.reset(seed=9)
+    obs = norm.reset(raw.reset(seed=9)[0])
+    np.testing.assert_allclose(obs, ref_obs, atol=1e-4)
+    for t, actions in enumerate(_actions(np.random.default_rng(1), num_envs, steps)):
+        ref_obs, ref_rew, ref_term, ref_trunc, _ = reference.step(actions)
+        o, r, term, trunc, infos = raw.step(actions)
+        obs, rew, _ = norm.step(o, r, term, trunc, infos)
+        # Until the first episode ends (step 199). Then the two part on purpose: gymnasium's
+        # per-env wrapper counts the final observation into its statistics too and keeps the
+        # discounted return across a truncation; ours normalise the final observation without
+        # counting it (SB3's VecNormalize) and restart the return (gymnasium's vector wrapper).
+        if t >= 199:
+            assert (ref_term | ref_trunc).any() or t > 199
+            break
+        np.testing.assert_allclose(obs, ref_obs, atol=1e-4, err_msg=f"step {t}")
+        np.testing.assert_allclose(rew, ref_rew, rtol=1e-6, err_msg=f"step {t}")
+
+
+def test_clips_and_final_obs() -> None:
+    norm = Normalizer(2, (2,), GAMMA, clip_obs=1.0, clip_reward=0.5)
+    norm.reset(np.zeros((2, 2)))
+    obs = np.array([[100.0, -100.0], [0.0, 0.0]])
+    final = np.array([[50.0, 50.0], [0.0, 0.0]])
+    infos = {"final_obs": final.copy(), "_final_obs": np.array([True, False])}
+    out, rew, infos = norm.step(
+        obs, np.array([100.0, -100.0]), np.zeros(2, bool), np.array([True, False]), infos
+    )
+    assert out.dtype == np.float32 and np.abs(out).max() <= 1.0
+    assert np.abs(rew).max() <= 0.5
+    # The final observation is normalised with the statistics after this step, not updating them.
+    stats = norm.obs_stats
+    expected = np.clip((final - stats.mean) / np.sqrt(stats.var + 1e-8), -1.0, 1.0)
+    np.testing.assert_allclose(infos["final_obs"], expected, rtol=1e-6)
+    # The truncated env's discounted return restarts; the other's goes on.
+    assert norm.returns[0] == 0.0 and norm.returns[1] == -100.0
+
+
+def test_frozen_statistics_do_not_move() -> None:
+    norm = Normalizer(2, (3,), GAMMA)
+    norm.reset(np.ones((2, 3)))
+    norm.training = False
+    before = norm.state_dict()
+    norm.step(np.full((2, 3), 5.0), np.ones(2), np.zeros(2, bool), np.zeros(2, bool), {})
+    after = norm.state_dict()
+    np.testing.assert_array_equal(before["obs"]["mean"], after["obs"]["mean"])
+    np.testing.assert_array_equal(before["return"]["var"], after["return"]["var"])
+
+
+def test_state_round_trip_and_mismatch() -> None:
+    a = Normalizer(2, (3,), GAMMA, per_env=True)
+    a.reset(np.random.default_rng(0).normal(size=(2, 3)))
+    a.step(np.ones((2, 3)), np.ones(2), np.zeros(2, bool), np.zeros(2, bool), {})
+    b = Normalizer(2, (3,), GAMMA, per_env=True)
+    b.load_state_dict(a.state_dict())
+    x = np.random.default_rng(1).normal(size=(2, 3))
+    np.testing.assert_array_equal(a.normalize_obs(x, False), b.normalize_obs(x, False))
+    with pytest.raises(ValueError, match="shape"):
+        Normalizer(2, (3,), GAMMA).load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="does not match"):
+        Normalizer(2, (3,), GAMMA, reward=False, per_env=True).load_state_dict(a.state_dict())
+
+
+def test_per_row_update_equals_one_sample_batches() -> None:
+    """A per-row update is gymnasium's RunningMeanStd.update of a batch of that one sample."""
+    from gymnasium.wrappers.utils import RunningMeanStd
+
+    rng = np.random.default_rng(3)
+    ours = RunningStats((4,), rows=2)
+    refs = [RunningMeanStd(shape=(4,)) for _ in range(2)]
+    for _ in range(50):
+        x = rng.normal(size=(2, 4)) * 3 + 1
+        ours.update(x)
+        for i, ref in enumerate(refs):
+            ref.update(x[i : i + 1])
+    for i, ref in enumerate(refs):
+        np.testing.assert_allclose(ours.mean[i], ref.mean, rtol=1e-12)
+        np.testing.assert_allclose(ours.var[i], ref.var, rtol=1e-12)
