@@ -64,6 +64,11 @@ def test_smoke_run_writes_the_run_directory(finished_run: Path) -> None:
         "inline_worker": False,
         "worker_spin_us": -1.0,
         "pin_workers": False,
+        "normalize_obs": False,
+        "normalize_reward": False,
+        "clip_obs": 10.0,
+        "clip_reward": 10.0,
+        "norm_per_env": False,
     }
     assert config["policy"]["kind"] == "mlp"
     assert config["ppo"]["num_steps"] == 16 and config["run"]["seed"] == 5
@@ -154,6 +159,9 @@ BAD_TRAIN_ARGS = [
     ),
     (["--bptt-horizon", "-1"], "bptt_horizon must be >= 0"),
     (["--max-wall-s", "-1"], "max_wall_s must be >= 0"),
+    # numpy seeds 0 .. 2**32 - 1; a traceback from its seeding otherwise.
+    (["--seed", "-1"], "seed must be between 0 and 4294967295, got -1"),
+    (["--seed", str(2**32)], "seed must be between 0 and 4294967295, got 4294967296"),
     (["--precision", "fp16"], "--precision fp16 needs --device cuda"),
     (["--precision", "fp8"], "--precision"),
     (["--env-option", "observe"], "--env-option takes KEY=VALUE, got 'observe'"),
@@ -248,6 +256,34 @@ def test_no_subcommand_takes_an_abbreviated_flag(
     capsys: pytest.CaptureFixture, argv: list[str]
 ) -> None:
     expect_usage_error(capsys, argv, f"unrecognized arguments: {argv[-2]}")
+
+
+def test_seed_must_fit_every_rank(capsys: pytest.CaptureFixture) -> None:
+    # Rank 1 of --nproc 2 seeds with seed + RANK_SEED_STRIDE: the checks before the launch.
+    argv = ["train", *SMALL, "--nproc", "2", "--oversubscribe", "--seed", str(2**32 - 1)]
+    expect_usage_error(capsys, argv, "seed must be between 0 and 4294867292 on 2 ranks")
+
+
+def unwritable_run_dirs(tmp_path: Path) -> list[tuple[Path, str]]:
+    """Run directories that cannot be created, with what the error says."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    cases = [(a_file, "is a file, not a directory"), (a_file / "run", "is a file, not a directory")]
+    if Path("/proc/self").is_dir():  # procfs takes no new folders, even from root
+        cases.append((Path("/proc/nope"), "cannot create anything in /proc"))
+    return cases
+
+
+@pytest.mark.parametrize("command", ["train", "profile"])
+def test_a_run_dir_that_cannot_be_created_is_one_line_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture, command: str
+) -> None:
+    for run_dir, message in unwritable_run_dirs(tmp_path):
+        argv = [command, *SMALL, "--total-steps", str(2 * BATCH), "--run-dir", str(run_dir)]
+        line = expect_usage_error(capsys, argv, f"--run-dir {run_dir}: ")
+        assert message in line, line
+    assert (tmp_path / "a_file").read_text() == "not a folder"
+    assert [p.name for p in tmp_path.iterdir()] == ["a_file"], "nothing was created"
 
 
 def test_bad_input_does_not_clobber_an_existing_run_dir(

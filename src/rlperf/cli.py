@@ -33,12 +33,13 @@ from rlperf.config import (
     preset,
     set_field,
 )
-from rlperf.distributed.group import SINGLE, Ranks
+from rlperf.distributed.group import RANK_SEED_STRIDE, SINGLE, Ranks
 from rlperf.distributed.launch import add_launch_flags
 from rlperf.envs.registry import EnvOptionError, UnknownEnvError
 from rlperf.run.checkpoint import CheckpointError
 from rlperf.run.run_dir import (
     TENSORBOARD_DIR,
+    cannot_write,
     describe_files,
     remove_files,
     run_files,
@@ -46,6 +47,8 @@ from rlperf.run.run_dir import (
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# numpy's legacy seeding (np.random.seed, the envs' generators) takes 0 .. 2**32 - 1.
+SEED_LIMIT = 2**32
 # True while check_command runs a command's checks: fail() raises without printing.
 _CHECKING = ContextVar("rlperf_checking", default=False)
 # Bad input a user can fix: one line, status 2.
@@ -170,8 +173,16 @@ def refuse_existing_run(args: argparse.Namespace, run_dir: Path | None) -> list[
 
     Without ``--overwrite`` such files are an error: a second run would replace some files and
     leave others, mixing two runs. ``--resume`` continues the run, so it finds nothing here.
+    A directory that cannot be created or written is an error too, found here rather than
+    when the trainer opens its first file.
     """
-    if args.resume or run_dir is None:
+    if run_dir is None:
+        return []
+    # A missing --resume directory is the checkpoint loader's to name.
+    problem = cannot_write(run_dir, folder=True) if not args.resume or run_dir.is_dir() else None
+    if problem:
+        fail(f"{'--resume' if args.resume else '--run-dir'} {run_dir}: {problem}")
+    if args.resume:
         return []
     files = run_files(run_dir)
     if files and not args.overwrite:
@@ -254,6 +265,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             value = {**cfg.env.options, **value}
         set_field(cfg, _section_of(name), name, value)
     cfg.validate()
+    # Config.validate cannot see the number of ranks, and every rank's seed must fit.
+    check_seed(cfg.run.seed, max(1, getattr(args, "nproc", 1) * getattr(args, "nnodes", 1)))
     if "kind" not in given:
         fit_policy_to_env(cfg)
     # The config cannot tell a given --num-workers from its default; the command line can.
@@ -263,6 +276,20 @@ def config_from_args(args: argparse.Namespace) -> Config:
             "env in the trainer's process)"
         )
     return cfg
+
+
+def check_seed(seed: int, world_size: int = 1) -> None:
+    """ConfigError unless ``seed``, and every rank's seed derived from it
+    (:meth:`~rlperf.distributed.group.Ranks.seed`), is one numpy takes."""
+    top = SEED_LIMIT - 1 - RANK_SEED_STRIDE * (world_size - 1)
+    if not 0 <= seed <= top:
+        ranks = (
+            f" on {world_size} ranks (rank r seeds with seed + {RANK_SEED_STRIDE} * r, "
+            f"at most {SEED_LIMIT - 1})"
+            if world_size > 1
+            else ""
+        )
+        raise ConfigError(f"seed must be between 0 and {top}{ranks}, got {seed}")
 
 
 def fit_policy_to_env(cfg: Config) -> None:

@@ -143,6 +143,7 @@ def test_a_case_skipped_on_a_side_is_logged_and_left_out(
         (["--base", "HEAD", "--threshold", "-1"], "threshold must be in"),
         (["--base", "HEAD", "--max-rounds", "3"], "max_rounds 3 is below"),
         (["--base", "HEAD", "--json", "/no/such/dir/out.json"], "does not exist"),
+        (["--base", "HEAD", "--json", "/"], "/ is a directory, not a file"),
         ([], "--base REF is required"),
     ],
 )

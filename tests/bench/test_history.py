@@ -245,6 +245,21 @@ def test_malformed_gate_json_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and message in err
 
 
+def test_an_out_that_cannot_be_written_is_one_line_and_exit_2(
+    gate_files: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
+    outs = [(tmp_path, "is a directory, not a file"), (a_file / "h.html", "does not exist")]
+    if Path("/proc/self").is_dir():  # procfs takes no new files, even from root
+        outs.append((Path("/proc/nope.html"), "cannot create anything in /proc"))
+    for out, message in outs:
+        assert main(["history", "--gate-json", str(gate_files[0]), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("rlperf: error: --out") and message in err
+    assert a_file.read_text() == "kept"
+
+
 def test_no_source_is_exit_2(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)
     assert main(["history"]) == 2

@@ -41,6 +41,7 @@ from rlperf.bench.worktree import (
     repo_root,
     resolve_commit,
 )
+from rlperf.run.run_dir import cannot_write
 
 EXIT_INTERRUPTED = 130  # as rlperf train
 
@@ -210,8 +211,9 @@ def usage_errors() -> Iterator[None]:
 def cmd_gate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
-        if args.json is not None and not args.json.parent.is_dir():
-            raise GateError(f"--json: directory {args.json.parent} does not exist")
+        problem = out_file_problem("--json", args.json)
+        if problem:
+            raise GateError(problem)
         settings, names = gate_plan(args)
         if names is None:
             results, sides, settings = load_results(args.from_json, settings)
@@ -235,6 +237,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
         }
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
     return code
+
+
+def out_file_problem(flag: str, path: Path | None) -> str | None:
+    """Why the file ``flag`` names could not be written, or None; checked before any work,
+    so a long run does not end in a traceback at its last step."""
+    if path is None:
+        return None
+    if not path.parent.is_dir():
+        return f"{flag}: directory {path.parent} does not exist"
+    problem = cannot_write(path, folder=False)
+    return f"{flag} {path}: {problem}" if problem else None
 
 
 def case_names(text: str | None) -> list[str]:
@@ -271,12 +284,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         asv_results = args.asv_results
         if asv_results is None and not args.gate_json:
             asv_results = results_dir_from_conf(Path("asv.conf.json"))
-        if not args.out.parent.is_dir():
-            raise HistoryError(f"--out: directory {args.out.parent} does not exist")
+        problem = out_file_problem("--out", args.out)
+        if problem:
+            raise HistoryError(problem)
         page, count = build(asv_results, args.gate_json)
         args.out.write_text(page)
     except HistoryError as e:
         return error(str(e))
+    except OSError as e:  # the folder refused the page after all (a full disk)
+        return error(f"--out {args.out}: cannot write it ({e.strerror or e})")
     print(f"history: {count} chart{'' if count == 1 else 's'} written to {args.out}")
     return EXIT_OK
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -55,6 +56,31 @@ def run_files(path: str | Path) -> list[Path]:
         return []
     found = [path / name for name in RUN_FILE_NAMES if (path / name).is_file()]
     return found + tensorboard_files(path / TENSORBOARD_DIR)
+
+
+def cannot_write(path: str | Path, folder: bool) -> str | None:
+    """Why ``path`` could not be written, or None when it can: a folder to create or use
+    (``folder=True``, a run directory) or a file to create or replace.
+
+    Tried for real in the nearest folder that exists, with a probe folder made there and removed
+    at once, so nothing stays behind: permission bits do not tell (root passes them, and /proc,
+    a read-only mount or a full quota still refuse).
+    """
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        return f"{path} is a file, not a directory"
+    if not folder and path.is_dir():
+        return f"{path} is a directory, not a file"
+    nearest = path if folder else path.parent
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        return f"{nearest} is a file, not a directory"
+    try:
+        tempfile.TemporaryDirectory(dir=nearest, prefix=".rlperf-probe-").cleanup()
+    except OSError as e:
+        return f"cannot create anything in {nearest} ({e.strerror or e})"
+    return None
 
 
 def describe_files(root: str | Path, files: list[Path], limit: int = 4) -> str:
