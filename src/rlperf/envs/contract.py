@@ -171,7 +171,7 @@ def _hint(space: spaces.Space, role: str) -> str:
         if isinstance(flat, spaces.Box):
             return (
                 f"wrap the env in gymnasium.wrappers.FlattenObservation (a {flat} Box), e.g. "
-                "make_vec(name, n, wrappers=[FlattenObservation]) for a gym: id"
+                "--env-option wrappers=FlattenObservation for a gym: id"
             )
         return "map it to a fixed-size Box with a gymnasium.ObservationWrapper"
     return "use an env whose actions are Box, Discrete, MultiDiscrete, MultiBinary or Dict/Tuple"

@@ -15,10 +15,26 @@ trainer:
 
 Observation and action spaces: Box, Discrete, MultiDiscrete, MultiBinary and Dict/Tuple of
 those; Graph, Sequence, OneOf and Text are refused when the env is made (``registry.make_vec``).
+
+**Wrappers** (``wrappers=``, from Python or as ``--env-option wrappers=...``): gymnasium wrappers
+of each sub-env, given as callables or as text (:func:`parse_wrappers`:
+``"FlattenObservation,ClipAction"``, ``"gymnasium.wrappers:TimeLimit(max_episode_steps=100)"``);
+text pickles, so env workers take the same option and build the same chain. They go inside each
+sub-env, through ``gymnasium.make_vec(..., wrappers=...)``. The episode statistics stay the env's
+own: :class:`EnvEpisodes` sits below the first wrapper of each sub-env and records the rewards
+and steps of the env gymnasium makes for the id, so a reward wrapper (NormalizeReward,
+ClipReward) changes what the trainer learns from, never the return it logs
+(:class:`EpisodeStatistics` turns them into ``episode``/``_episode``).
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
+import importlib
+import re
+import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import gymnasium
@@ -28,6 +44,19 @@ from gymnasium.vector.utils import create_empty_array
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from rlperf.envs.contract import ARRAY_SPACES, ActionCheck
+
+WRAPPERS_OPTION = "wrappers"
+
+
+class WrapperError(ValueError):
+    """A wrapper of the ``wrappers`` option that cannot be found, parsed or applied (one line;
+    ``registry.make_vec`` reports it as the env's EnvOptionError)."""
+
+
+# One wrapper in the text form: a name (gymnasium.wrappers), module:Name or a dotted path, and
+# optionally its arguments in parentheses.
+_SPEC = re.compile(r"(?P<target>[A-Za-z_][\w.]*(?::[A-Za-z_][\w.]*)?)\s*(?:\((?P<args>.*)\))?",
+                   re.DOTALL)  # fmt: skip
 
 
 class DenseFinalObs(VectorWrapper):
@@ -115,12 +144,251 @@ class InfoTypes:
 
 def make_gym_vec(env_id: str, num_envs: int, **kwargs: Any) -> VectorEnv:
     """Wrap gymnasium id ``env_id`` in a synchronous vector env with SAME_STEP autoreset;
-    ``kwargs`` go to ``gymnasium.make_vec`` (``wrappers=[...]`` included)."""
+    ``kwargs`` go to ``gymnasium.make_vec``, ``wrappers`` (callables or their text,
+    :func:`parse_wrappers`) applied inside each sub-env above the env's own episode statistics
+    (module docstring).
+
+    Raises:
+        WrapperError: a wrapper that cannot be found, parsed or applied (one line).
+    """
+    wrappers = parse_wrappers(kwargs.pop(WRAPPERS_OPTION, None))
+    if wrappers:
+        wrappers = [EnvEpisodes, *wrappers]
     env = gymnasium.make_vec(
         env_id,
         num_envs=num_envs,
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        wrappers=cast(Any, wrappers) or None,  # gymnasium types them as returning a Wrapper
         **kwargs,
     )
-    return DenseFinalObs(RecordEpisodeStatistics(env))
+    stats = EpisodeStatistics(env) if wrappers else RecordEpisodeStatistics(env)
+    return DenseFinalObs(stats)
+
+
+class EnvEpisodes(gymnasium.Wrapper):
+    """The first wrapper of each sub-env given ``wrappers``: its episodes' return, length and
+    seconds as the env gymnasium made for the id has them, below every wrapper of the user's.
+
+    An episode ends where this env terminates or truncates, or where a wrapper above resets it
+    before then (an outer ``TimeLimit``: the episode it truncated). A wrapper that ends the
+    agent's episode without resetting the env (a lost life in ``EpisodicLifeEnv``) leaves the
+    episode running: returns are whole games, as CleanRL's ``RecordEpisodeStatistics``, placed
+    first, reports them. Each ended episode goes to :attr:`sink` as ``(index, r, l, t)``, read
+    by :class:`EpisodeStatistics` once per vector step; a side channel, so no wrapper between
+    can drop or change it as it might an ``info`` entry.
+    """
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        self.sink: list[tuple[int, float, int, float]] = []
+        self.index = 0
+        self._return, self._length, self._start = 0.0, 0, time.perf_counter()
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self._length:  # ended from above, without a termination or truncation of its own
+            self._finish()
+        obs, info = self.env.reset(**kwargs)
+        self._return, self._length, self._start = 0.0, 0, time.perf_counter()
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        # Summed in float64, as gymnasium's vector RecordEpisodeStatistics sums: the same bits.
+        self._return += float(reward)
+        self._length += 1
+        if terminated or truncated:
+            self._finish()
+            self._return, self._length, self._start = 0.0, 0, time.perf_counter()
+        return obs, reward, terminated, truncated, info
+
+    def _finish(self) -> None:
+        seconds = round(time.perf_counter() - self._start, 6)
+        self.sink.append((self.index, self._return, self._length, seconds))
+
+
+class EpisodeStatistics(VectorWrapper):
+    """``infos["episode"]``/``["_episode"]`` from each sub-env's :class:`EnvEpisodes`, as
+    gymnasium's vector ``RecordEpisodeStatistics`` lays them out (``r`` float64, ``l`` int64,
+    ``t`` float64 seconds, zeros where no episode ended), on the vector step in which the
+    episode ended."""
+
+    def __init__(self, env: VectorEnv) -> None:
+        super().__init__(env)
+        self._sink: list[tuple[int, float, int, float]] = []
+        for i, sub in enumerate(cast(Any, env.unwrapped).envs):
+            recorder = sub
+            while not isinstance(recorder, EnvEpisodes):
+                if not isinstance(recorder, gymnasium.Wrapper):
+                    raise WrapperError(
+                        "a wrapper replaced the env instead of wrapping it (its .env chain "
+                        "does not reach the env gymnasium made): apply it as a gymnasium.Wrapper"
+                    )
+                recorder = recorder.env
+            recorder.index, recorder.sink = i, self._sink
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, infos = self.env.reset(**kwargs)
+        self._sink.clear()  # the episodes a reset cut short are not episodes
+        return obs, infos
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        if self._sink:
+            if "episode" in infos or "_episode" in infos:
+                raise ValueError(
+                    "the env's infos already hold 'episode': a wrapper of yours records episode "
+                    "statistics; rlperf records them itself"
+                )
+            n = self.num_envs
+            r, length, t = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n)
+            ended = np.zeros(n, dtype=np.bool_)
+            for i, ret, steps, seconds in self._sink:
+                r[i], length[i], t[i], ended[i] = ret, steps, seconds, True
+            self._sink.clear()
+            infos["episode"], infos["_episode"] = {"r": r, "l": length, "t": t}, ended
+        return obs, rewards, terminations, truncations, infos
+
+
+class WrapperSpec:
+    """One wrapper given as text: ``spec(env)`` is ``cls(env, *args, **kwargs)``, and any error
+    it raises is one line naming the wrapper (:class:`WrapperError`)."""
+
+    def __init__(self, text: str, cls: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:  # fmt: skip
+        self.text, self.cls, self.args, self.kwargs = text, cls, args, kwargs
+
+    def __call__(self, env: gymnasium.Env) -> gymnasium.Env:
+        try:
+            return self.cls(env, *self.args, **self.kwargs)
+        except Exception as e:  # a wrapper refusing the env or its arguments: one line
+            text = str(e).strip().splitlines()
+            raise WrapperError(
+                f"wrapper {self.text!r} failed on {env.spec.id if env.spec else env}: "
+                f"{type(e).__name__}{': ' + text[0] if text else ''}"
+            ) from e
+
+    def __repr__(self) -> str:
+        return f"WrapperSpec({self.text!r})"
+
+
+def parse_wrappers(value: Any) -> list[Callable[[gymnasium.Env], gymnasium.Env]]:
+    """The per-env wrappers the ``wrappers`` option names, in the order they are applied.
+
+    ``value``: None; a callable; text naming wrappers separated by commas; or a list of
+    callables and such text (a config file's list). A wrapper in text is ``Name`` (in
+    ``gymnasium.wrappers``), ``module:Name`` or ``package.module.Name`` (anywhere), each
+    optionally with the arguments that follow the env, as Python literals:
+    ``"FlattenObservation,ClipAction"``,
+    ``"gymnasium.wrappers:TimeLimit(max_episode_steps=100)"``, ``"ClipReward(-1, 1)"``. A
+    wrapper that takes a function (``TransformReward``) needs a callable, from Python.
+
+    Raises:
+        WrapperError: text that is not that form, a name that cannot be found, a vector
+            wrapper, or an argument that is not a literal (one line, naming it).
+    """
+    if value is None:
+        return []
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    wrappers: list[Callable[[gymnasium.Env], gymnasium.Env]] = []
+    for item in items:
+        if isinstance(item, str):
+            wrappers.extend(_parse_spec(text) for text in _split_specs(item))
+        elif callable(item):
+            wrappers.append(item)
+        else:
+            raise WrapperError(
+                f"the {WRAPPERS_OPTION} option takes wrapper names (text) or callables, got "
+                f"{type(item).__name__} {item!r}"
+            )
+    return wrappers
+
+
+def _split_specs(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses, brackets, braces and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    specs = [p.strip() for p in parts]
+    if not any(specs):
+        return []
+    for spec in specs:
+        if not spec:
+            raise WrapperError(f"{WRAPPERS_OPTION}={text!r} has an empty name between commas")
+    return specs
+
+
+def _parse_spec(text: str) -> WrapperSpec:
+    """One wrapper's text (:func:`parse_wrappers`) as a :class:`WrapperSpec`."""
+    form = "Name, Name(key=value, ...), module:Name(...) or package.module.Name(...)"
+    match = _SPEC.fullmatch(text)
+    if match is None:
+        raise WrapperError(f"wrapper {text!r} is not of the form {form}")
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    if match["args"] is not None:
+        try:
+            call = ast.parse(f"f({match['args']})", mode="eval").body
+        except SyntaxError as e:
+            raise WrapperError(f"wrapper {text!r}: its arguments do not parse ({e.msg})") from e
+        assert isinstance(call, ast.Call)
+        try:
+            args = tuple(ast.literal_eval(a) for a in call.args)
+            for kw in call.keywords:
+                if kw.arg is None:
+                    raise ValueError("**")
+                kwargs[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError as e:
+            raise WrapperError(
+                f"wrapper {text!r}: arguments must be Python literals (numbers, strings, "
+                "True/False/None, tuples, lists, dicts), as in TimeLimit(max_episode_steps=100)"
+            ) from e
+    return WrapperSpec(text, _resolve(match["target"], text), args, kwargs)
+
+
+def _resolve(target: str, text: str) -> Callable[..., Any]:
+    """The wrapper ``target`` names: ``Name`` in gymnasium.wrappers, ``module:Name`` or
+    ``package.module.Name``."""
+    if ":" in target:
+        module_name, _, attr = target.partition(":")
+    elif "." in target:
+        module_name, _, attr = target.rpartition(".")
+    else:
+        module_name, attr = "gymnasium.wrappers", target
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # not installed, or its import raised: one line naming it
+        raise WrapperError(
+            f"wrapper {text!r}: cannot import module {module_name!r} "
+            f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})"
+        ) from e
+    found: Any = module
+    for part in attr.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            names = getattr(module, "__all__", None) or [n for n in dir(module) if n[:1] != "_"]
+            close = difflib.get_close_matches(attr, names, n=1, cutoff=0.6)
+            hint = f": did you mean {close[0]}?" if close else ""
+            where = (" (give module:Name for a wrapper outside gymnasium.wrappers)"
+                     if target == attr else "")  # fmt: skip
+            raise WrapperError(f"unknown wrapper {attr!r} in {module_name}{hint}{where}")
+    if isinstance(found, type) and issubclass(found, VectorWrapper | VectorEnv):
+        raise WrapperError(
+            f"wrapper {text!r} is a vector wrapper; the {WRAPPERS_OPTION} option takes wrappers of "
+            "one env (gymnasium.wrappers, not gymnasium.wrappers.vector), applied to each sub-env"
+        )
+    if not callable(found):
+        raise WrapperError(f"wrapper {text!r} names {type(found).__name__}, not a wrapper")
+    return cast(Callable[..., Any], found)
