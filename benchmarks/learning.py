@@ -42,9 +42,10 @@ def main() -> int:
     rows = []
     for seed in args.seeds:
         run_dir = Path(args.run_root) / f"seed{seed}"
-        cmd = ["rlperf", "train", "--seed", str(seed), "--total-steps", str(args.total_steps),
-               "--threads", str(args.threads), "--run-dir", str(run_dir), "--no-progress",
-               *args.extra]  # fmt: skip
+        # This interpreter's rlperf: an `rlperf` on PATH may be another environment's, or none.
+        cmd = [sys.executable, "-m", "rlperf", "train", "--seed", str(seed),
+               "--total-steps", str(args.total_steps), "--threads", str(args.threads),
+               "--run-dir", str(run_dir), "--no-progress", *args.extra]  # fmt: skip
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         solved_at = None
         for line in (run_dir / "metrics.jsonl").read_text().splitlines():

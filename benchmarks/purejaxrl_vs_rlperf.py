@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -144,9 +143,9 @@ def run_jax(python: str, envs: int, steps: int, total: int, seed: int, env: dict
 
 def run_rlperf(envs: int, steps: int, total: int, seed: int, threads: str, env: dict,
                pin: list[str]):  # fmt: skip
-    rlperf = shutil.which("rlperf")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [*pin, *( [rlperf] if rlperf else [sys.executable, "-m", "rlperf"] ), "train",
+        # This interpreter's rlperf, not an `rlperf` on PATH (another environment's, maybe).
+        cmd = [*pin, sys.executable, "-m", "rlperf", "train",
                "--env", "cartpole", "--num-envs", str(envs), "--num-steps", str(steps),
                "--total-steps", str(total), "--seed", str(seed), "--learning-rate", str(LR),
                "--no-telemetry", "--no-progress", "--run-dir", tmp, "--overwrite"]  # fmt: skip
