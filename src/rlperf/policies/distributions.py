@@ -27,7 +27,7 @@ import torch
 from rlperf.envs.spec import ActionSpec
 
 MASKED_LOGIT = -1e8
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)  # a Gaussian's log-density constant, per dim
 
 
 def _full_precision(x: torch.Tensor) -> torch.Tensor:
@@ -73,7 +73,7 @@ def sample(
         logstd = cast(torch.Tensor, logstd)  # Box actions come with their log-std
         noise = torch.randn(out.shape, generator=generator, device=out.device)
         actions = _full_precision(out) + logstd.exp() * noise
-        logprob = (-0.5 * noise.square() - logstd - _LOG_SQRT_2PI).sum(-1)
+        logprob = (-0.5 * noise.square() - logstd - LOG_SQRT_2PI).sum(-1)
         return actions, logprob
     actions_list: list[torch.Tensor] = []
     logprob = None
@@ -106,8 +106,8 @@ def log_prob_entropy(
         mean = _full_precision(out)
         logstd = cast(torch.Tensor, logstd).expand_as(mean)  # Box actions come with their log-std
         z = (actions - mean) * torch.exp(-logstd)
-        logprob = (-0.5 * z.square() - logstd - _LOG_SQRT_2PI).sum(-1)
-        entropy = (0.5 + _LOG_SQRT_2PI + logstd).sum(-1)
+        logprob = (-0.5 * z.square() - logstd - LOG_SQRT_2PI).sum(-1)
+        entropy = (0.5 + LOG_SQRT_2PI + logstd).sum(-1)
         return logprob, entropy
     if spec.kind == "discrete":
         actions = actions.unsqueeze(-1)

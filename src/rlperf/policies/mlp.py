@@ -21,11 +21,11 @@ alpha/beta, the rest is one in-place sigmoid and one fused add. The result diffe
 ``torch.tanh`` by at most ~1.2e-7 absolute (float32 rounding around sigmoid's 0.5).
 
 It implements the policy protocol of ``policies/base.py`` (feed-forward: the state is ``()``)
-and, for one unmasked categorical action, its :class:`~rlperf.policies.base.AnalyticPolicy`.
+and, for one unmasked categorical action or a Box action (a diagonal Gaussian with a
+state-independent log-std), its :class:`~rlperf.policies.base.AnalyticPolicy`.
 Two ways to get gradients, the same math:
-- :meth:`evaluate` runs under autograd with ``torch.tanh`` (used for continuous and
-  MultiDiscrete actions, masked actions, bf16 autocast and ``--compile``, and as the reference in
-  tests);
+- :meth:`evaluate` runs under autograd with ``torch.tanh`` (used for MultiDiscrete actions,
+  masked actions, bf16 autocast and ``--compile``, and as the reference in tests);
 - :meth:`forward_train` + :meth:`backward` (the analytic path) compute the gradient from the
   gradient of the loss with respect to the network outputs (see ``ppo/loss.py``). Without
   autograd's graph bookkeeping an update issues far fewer operations, which is what dominates
@@ -93,8 +93,9 @@ class MLPActorCritic(FeedForwardActorCritic):
         self.action_dim = action_dim
         self.hidden_sizes = tuple(hidden_sizes)
         self.continuous = continuous
-        # The closed-form head gradients (ppo/loss.py) are those of one unmasked categorical.
-        self._analytic = spec.action.kind == "discrete" and not spec.has_mask
+        # The closed-form head gradients (ppo/loss.py): one unmasked categorical, or the
+        # diagonal Gaussian of a Box action.
+        self._analytic = spec.action.kind in ("discrete", "box") and not spec.has_mask
         self.num_layers = len(self.hidden_sizes) + 1
         dims = (obs_dim, *self.hidden_sizes, action_dim)
         self._shapes: list[tuple[str, tuple[int, ...]]] = []
@@ -276,7 +277,7 @@ class MLPActorCritic(FeedForwardActorCritic):
         # A fresh (small) output: callers keep values and log-probs across calls.
         out_t = self._forward(obs, self.workspace(obs.shape[0]), None)
         actor_out, value = out_t[0].T, out_t[1, 0]
-        if self._analytic and action_mask is None:
+        if self._analytic and not self.continuous and action_mask is None:
             # distributions.sample's ops for one unmasked categorical, without its dispatch:
             # CartPole's whole rollout step is ~0.1 ms, so a few microseconds show.
             logp = torch.log_softmax(actor_out, dim=-1)
@@ -290,6 +291,11 @@ class MLPActorCritic(FeedForwardActorCritic):
 
     def logstd(self) -> torch.Tensor | None:
         return self._p["actor_logstd"] if self.continuous else None
+
+    def logstd_grad(self) -> torch.Tensor:
+        """Where a Box action's log-std gradient lives in ``flat.grad`` (D,): the analytic
+        update's loss writes it there, :meth:`backward` leaves it and clips it with the rest."""
+        return self._g["actor_logstd"]
 
     def heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Actor output (B, action_dim) and value (B,) under autograd, with ``torch.tanh``."""

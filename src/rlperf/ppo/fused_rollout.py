@@ -87,6 +87,7 @@ def fused_step_applies(
         and device.type == "cpu"
         and isinstance(policy, MLPActorCritic)
         and policy.analytic
+        and not policy.continuous
         and policy.flat.dtype == torch.float32
         and np.dtype(spec.obs_dtype) == np.float32
         and len(spec.obs_shape) == 1

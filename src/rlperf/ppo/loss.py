@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from rlperf import native
+from rlperf.policies.distributions import LOG_SQRT_2PI as _LOG_SQRT_2PI
 
 # Per-sample quantities averaged into the device-side statistics vector, in this order.
 STAT_NAMES = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
@@ -205,19 +206,7 @@ def discrete_ppo_loss_and_head_grads_torch(
     pg_loss2 = neg_adv * torch.clamp(ratio, 1 - coefs.clip_coef, 1 + coefs.clip_coef)
     torch.maximum(pg_loss1, pg_loss2, out=pg_max)
 
-    diff = newvalue - returns
-    v_unclipped = diff.square()
-    if coefs.clip_vloss:
-        delta = newvalue - oldvalues
-        diff_clipped = (oldvalues + delta.clamp(-coefs.clip_coef, coefs.clip_coef)) - returns
-        v_clipped = diff_clipped.square()
-        torch.maximum(v_unclipped, v_clipped, out=v_max)
-        clipped_grad = diff_clipped.masked_fill_(delta.abs_() > coefs.clip_coef, 0.0)
-        grad_value = torch.where(v_unclipped >= v_clipped, diff, clipped_grad, out=grad_value_out)
-    else:
-        v_max.copy_(v_unclipped)
-        grad_value = diff if grad_value_out is None else grad_value_out.copy_(diff)
-    grad_value.mul_(coefs.vf_coef / n)
+    grad_value = _value_loss_and_grad(newvalue, returns, oldvalues, coefs, v_max, grad_value_out)
 
     # d loss / d newlogprob, times -B: pg_loss1 where it is the max, else 0.
     g_logp = pg_loss1.masked_fill(pg_loss1 < pg_loss2, 0.0)
@@ -232,6 +221,95 @@ def discrete_ppo_loss_and_head_grads_torch(
 
     stats = _stat_vector(rows, ratio, logratio, coefs.clip_coef)
     return stats, grad_t.T, grad_value
+
+
+@torch.no_grad()
+def gaussian_ppo_loss_and_head_grads(
+    mean: torch.Tensor,
+    logstd: torch.Tensor,
+    newvalue: torch.Tensor,
+    actions: torch.Tensor,
+    oldlogprob: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    oldvalues: torch.Tensor,
+    coefs: LossCoefs,
+    grad_mean_out: torch.Tensor | None = None,
+    grad_value_out: torch.Tensor | None = None,
+    grad_logstd_out: torch.Tensor | None = None,
+    stat_rows_out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The PPO loss of a diagonal Gaussian policy with a state-independent log-std (Box
+    actions, CleanRL's ``ppo_continuous_action.py``) and its gradient w.r.t. the mean, the
+    log-std and the values, as torch ops (the reference of the compiled update).
+
+    Args:
+        mean: (B, D) actor outputs; logstd: (D,); newvalue: (B,); actions: (B, D) float, the
+            sampled (unclipped) actions; the rest (B,) as in :func:`ppo_loss`.
+        grad_mean_out, grad_value_out, grad_logstd_out: optional (B, D), (B,) and (D,)
+            tensors (may be strided views) to write the gradients into.
+        stat_rows_out: optional (5, B) scratch, as in the categorical version.
+
+    Returns:
+        stats (5,), grad_mean (B, D), grad_value (B,), grad_logstd (D,).
+
+    With ``z = (a - mean) exp(-logstd)``, ``log pi = sum_d(-z^2/2 - logstd - log sqrt(2 pi))``
+    and the entropy ``sum_d(1/2 + log sqrt(2 pi) + logstd)``, the same for every row:
+    - ``g = d loss / d log pi`` per row as in the categorical version (``pg_loss1 / B`` where
+      the unclipped term is the max, else 0);
+    - ``d log pi / d mean = z exp(-logstd)``, ``d log pi / d logstd = z^2 - 1``;
+    - the entropy bonus adds ``-ent_coef`` to each log-std's gradient (d mean(H) / d logstd
+      is 1), and nothing to the mean's;
+    - the value gradient as in the categorical version.
+    """
+    n = mean.shape[0]
+    rows = mean.new_empty(len(STAT_NAMES), n) if stat_rows_out is None else stat_rows_out
+    pg_max, v_max, entropy = rows[0], rows[1], rows[2]
+    inv_std = torch.exp(-logstd)
+    z = (actions - mean) * inv_std
+    newlogprob = (-0.5 * z.square() - logstd - _LOG_SQRT_2PI).sum(-1)
+    entropy.copy_((0.5 + _LOG_SQRT_2PI + logstd).sum().expand(n))  # no host read: CUDA too
+
+    logratio = newlogprob - oldlogprob
+    ratio = logratio.exp()
+    neg_adv = -advantages
+    pg_loss1 = neg_adv * ratio
+    pg_loss2 = neg_adv * torch.clamp(ratio, 1 - coefs.clip_coef, 1 + coefs.clip_coef)
+    torch.maximum(pg_loss1, pg_loss2, out=pg_max)
+    grad_value = _value_loss_and_grad(newvalue, returns, oldvalues, coefs, v_max, grad_value_out)
+
+    g = pg_loss1.masked_fill(pg_loss1 < pg_loss2, 0.0).mul_(1.0 / n).unsqueeze(1)  # (B, 1)
+    grad_mean = torch.mul(z * inv_std, g, out=grad_mean_out)
+    grad_logstd = torch.sum((z.square() - 1.0) * g, 0, out=grad_logstd_out)
+    grad_logstd.sub_(coefs.ent_coef)
+    stats = _stat_vector(rows, ratio, logratio, coefs.clip_coef)
+    return stats, grad_mean, grad_value, grad_logstd
+
+
+def _value_loss_and_grad(
+    newvalue: torch.Tensor,
+    returns: torch.Tensor,
+    oldvalues: torch.Tensor,
+    coefs: LossCoefs,
+    v_max_out: torch.Tensor,
+    grad_value_out: torch.Tensor | None,
+) -> torch.Tensor:
+    """The value term's per-sample ``max(...)`` into ``v_max_out`` and its gradient
+    ``vf_coef * d(0.5 mean(v_max)) / d v`` (see the categorical version's docstring)."""
+    n = newvalue.shape[0]
+    diff = newvalue - returns
+    v_unclipped = diff.square()
+    if coefs.clip_vloss:
+        delta = newvalue - oldvalues
+        diff_clipped = (oldvalues + delta.clamp(-coefs.clip_coef, coefs.clip_coef)) - returns
+        v_clipped = diff_clipped.square()
+        torch.maximum(v_unclipped, v_clipped, out=v_max_out)
+        clipped_grad = diff_clipped.masked_fill_(delta.abs_() > coefs.clip_coef, 0.0)
+        grad_value = torch.where(v_unclipped >= v_clipped, diff, clipped_grad, out=grad_value_out)
+    else:
+        v_max_out.copy_(v_unclipped)
+        grad_value = diff if grad_value_out is None else grad_value_out.copy_(diff)
+    return grad_value.mul_(coefs.vf_coef / n)
 
 
 # Figures finalize_supervised_stats reports: the stats vector's slots 0-2 hold the cross-entropy,

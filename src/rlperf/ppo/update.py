@@ -50,6 +50,7 @@ from rlperf.ppo.loss import (
     STAT_NAMES,
     LossCoefs,
     discrete_ppo_loss_and_head_grads,
+    gaussian_ppo_loss_and_head_grads,
     ppo_loss,
     supervised_loss,
 )
@@ -121,6 +122,10 @@ class AnalyticUpdate(_FlatAdamUpdate):
         self.optimizer = FlatAdam(self.flat, ppo.learning_rate, eps=ppo.adam_eps, grad=self.grad)
         # Lives across calls: a fresh (5, B) scratch costs ~0.2 ms in page faults at B=8192.
         self._stat_rows = self.flat.new_empty(len(STAT_NAMES), minibatch_size)
+        # A Box action's log-std and its gradient: the MLP's views of its flat parameter.
+        self.gaussian: tuple[torch.Tensor, torch.Tensor] | None = None
+        if isinstance(policy, MLPActorCritic) and policy.continuous:
+            self.gaussian = (cast(torch.Tensor, policy.logstd()), policy.logstd_grad())
 
     def gradients(self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler) -> torch.Tensor:
         """Write the gradient of the PPO loss into the flat gradient; returns the stats (5,).
@@ -137,10 +142,18 @@ class AnalyticUpdate(_FlatAdamUpdate):
             obs = obs.unsqueeze(0)
         with sec(names.LOSS):
             logits, newvalue, cache = policy.forward_train(obs, mb.state0, mb.dones)
-            stats, _, _ = discrete_ppo_loss_and_head_grads(
-                logits, newvalue, actions, logprobs, advantages.reshape(-1), returns, values,
-                self.coefs, *policy.output_grad_views(cache), self._stat_rows,
-            )  # fmt: skip
+            if self.gaussian is None:
+                stats, _, _ = discrete_ppo_loss_and_head_grads(
+                    logits, newvalue, actions, logprobs, advantages.reshape(-1), returns, values,
+                    self.coefs, *policy.output_grad_views(cache), self._stat_rows,
+                )  # fmt: skip
+            else:  # a Box action: the Gaussian's mean, and its log-std's gradient in place
+                logstd, logstd_grad = self.gaussian
+                stats, _, _, _ = gaussian_ppo_loss_and_head_grads(
+                    logits, logstd, newvalue, actions.view(logits.shape), logprobs,
+                    advantages.reshape(-1), returns, values, self.coefs,
+                    *policy.output_grad_views(cache), logstd_grad, self._stat_rows,
+                )  # fmt: skip
         with sec(names.BACKWARD):
             # Clipping included, unless the gradient is averaged over ranks first.
             policy.backward(cache, 0.0 if self.grad_allreduce else self.ppo.max_grad_norm)
@@ -170,6 +183,7 @@ def native_update_applies(policy: ActorCritic, ppo: PPOConfig) -> bool:
     return (
         flat.dtype == torch.float32
         and flat.is_cpu
+        and not policy.continuous
         and native.mlp_update_fits([policy.obs_dim, *policy.hidden_sizes], policy.action_dim)
     )
 
