@@ -981,7 +981,12 @@ class FusedMLP:
         biases: per layer (2, 1, out), and (2, A, 1) for the output layer.
     """
 
-    def __init__(self, weights: list[torch.Tensor], biases: list[torch.Tensor]) -> None:
+    def __init__(
+        self,
+        weights: list[torch.Tensor],
+        biases: list[torch.Tensor],
+        logstd: torch.Tensor | None = None,
+    ) -> None:
         max_layers, max_width, max_actions = ROLLOUT_LIMITS
         hidden = len(weights) - 1
         if not 0 <= hidden <= max_layers or len(biases) != len(weights):
@@ -1003,7 +1008,9 @@ class FusedMLP:
         a = widths[-1]
         w_ptrs.append(_ptr(f"w{hidden}", weights[-1], (2, a, widths[-2])))
         b_ptrs.append(_ptr(f"b{hidden}", biases[-1], (2, a, 1)))
-        self._alive = (weights, biases)  # the pointers stay valid while this object lives
+        # A Box action's Gaussian head: its log-std (A,), read in place.
+        self.logstd_ptr = None if logstd is None else _ptr("logstd", logstd, (a,))
+        self._alive = (weights, biases, logstd)  # the pointers stay valid while this lives
         self.obs_dim, self.num_actions = widths[0], a
         self.args = (hidden, *widths, *w_ptrs, *b_ptrs)
 
@@ -1018,14 +1025,20 @@ class FusedMLP:
         """One step's policy for ``obs`` (N, obs_dim): ``actions`` (N,) int64 =
         ``argmax(log_softmax(logits) - log(noise))`` for ``noise`` (N, A) Exp(1) draws (as
         ``distributions.sample``), their log-probabilities and the values (N,), written in
-        place (the rollout buffer's slots)."""
+        place (the rollout buffer's slots). With a log-std (a Box action): ``actions`` (N, A)
+        float32 = ``mean + exp(logstd) * noise`` for N(0, 1) draws."""
         n = int(obs.shape[0])
-        _require_rollout().act(
-            n, *self.args, _ptr("obs", obs, (n, self.obs_dim)),
-            _ptr("noise", noise, (n, self.num_actions)),
-            _ptr("actions", actions, (n,), torch.int64), _ptr("logprob", logprob, (n,)),
-            _ptr("value", value, (n,)),
-        )  # fmt: skip
+        obs_ptr = _ptr("obs", obs, (n, self.obs_dim))
+        noise_ptr = _ptr("noise", noise, (n, self.num_actions))
+        tail = (_ptr("logprob", logprob, (n,)), _ptr("value", value, (n,)))
+        if self.logstd_ptr is None:
+            actions_ptr = _ptr("actions", actions, (n,), torch.int64)
+            _require_rollout().act(n, *self.args, obs_ptr, noise_ptr, actions_ptr, *tail)
+        else:
+            actions_ptr = _ptr("actions", actions, (n, self.num_actions))
+            _require_rollout().act_gaussian(
+                n, *self.args, obs_ptr, noise_ptr, self.logstd_ptr, actions_ptr, *tail
+            )
 
     def bind_rollout(
         self,
@@ -1036,20 +1049,27 @@ class FusedMLP:
         values: torch.Tensor,
     ) -> BoundSteps:
         """:meth:`act` for every step of one rollout, checked once: ``obs`` (T, N, obs_dim),
-        ``noise`` (T, N, A), ``actions`` (T, N) int64, ``logprobs`` and ``values`` (T, N), all
-        contiguous; :meth:`BoundSteps.act` then acts on step t with no check but t's range
-        (~1 us a call, where five checked tensors and their views were ~7 us)."""
-        if actions.dim() != 2:
-            raise KernelArgumentError(f"actions: (T, N) int64, got shape {tuple(actions.shape)}")
-        t_len, n = (int(x) for x in actions.shape)
+        ``noise`` (T, N, A), ``actions`` (T, N) int64 (a Box action: (T, N, A) float32),
+        ``logprobs`` and ``values`` (T, N), all contiguous; :meth:`BoundSteps.act` then acts
+        on step t with no check but t's range (~1 us a call, where five checked tensors and
+        their views were ~7 us)."""
+        gaussian = self.logstd_ptr is not None
+        if actions.dim() != (3 if gaussian else 2):
+            want = "(T, N, A) float32" if gaussian else "(T, N) int64"
+            raise KernelArgumentError(f"actions: {want}, got shape {tuple(actions.shape)}")
+        t_len, n = (int(x) for x in actions.shape[:2])
         steps = (t_len, n)
+        if gaussian:
+            actions_ptr = _ptr("actions", actions, (t_len, n, self.num_actions))
+        else:
+            actions_ptr = _ptr("actions", actions, steps, torch.int64)
         ptrs = (
             _ptr("obs", obs, (t_len, n, self.obs_dim)),
             _ptr("noise", noise, (t_len, n, self.num_actions)),
-            _ptr("actions", actions, steps, torch.int64), _ptr("logprobs", logprobs, steps),
-            _ptr("values", values, steps),
+            actions_ptr, _ptr("logprobs", logprobs, steps), _ptr("values", values, steps),
         )  # fmt: skip
-        row_bytes = (self.obs_dim * 4, self.num_actions * 4, 8, 4, 4)
+        action_bytes = self.num_actions * 4 if gaussian else 8
+        row_bytes = (self.obs_dim * 4, self.num_actions * 4, action_bytes, 4, 4)
         return BoundSteps(self, t_len, n, ptrs, row_bytes, (obs, noise, actions, logprobs, values))
 
 
@@ -1073,8 +1093,12 @@ class BoundSteps:
         """:meth:`FusedMLP.act` on step ``t``'s slots (``0 <= t < T``)."""
         if not 0 <= t < self.t_len:
             raise KernelArgumentError(f"step {t} outside the bound rollout's 0..{self.t_len - 1}")
-        at = [p + t * b for p, b in zip(self._ptrs, self._step_bytes, strict=True)]
-        _require_rollout().act(self.n, *self._mlp.args, *at)
+        obs, noise, *out = [p + t * b for p, b in zip(self._ptrs, self._step_bytes, strict=True)]
+        mlp = self._mlp
+        if mlp.logstd_ptr is None:
+            _require_rollout().act(self.n, *mlp.args, obs, noise, *out)
+        else:
+            _require_rollout().act_gaussian(self.n, *mlp.args, obs, noise, mlp.logstd_ptr, *out)
 
 
 @dataclass

@@ -170,6 +170,33 @@ def test_fused_step_gives_the_torch_paths_trajectories(overrides: dict) -> None:
         fused.env.close()
 
 
+@pytest.mark.parametrize("normalize", [False, True], ids=["raw", "normalized"])
+def test_fused_gaussian_step_gives_the_torch_paths_trajectories(normalize: bool) -> None:
+    """A Box action (Pendulum's torque): the Gaussian head in the kernel, on the torch path's
+    N(0, 1) draws. The mean differs from torch's in the last bits (the tanh), so the actions,
+    and through the env the next observations, agree to float32 tolerance, not bit for bit."""
+    overrides = {"env.env": "gym:Pendulum-v1"}
+    cfgs = [with_overrides(config(4, 32, fused), overrides) for fused in (False, True)]
+    for cfg in cfgs:
+        cfg.env.normalize_obs = cfg.env.normalize_reward = normalize
+    ref, fused = (Trainer(cfg, profiler=Profiler()) for cfg in cfgs)
+    assert ref.fused_step is None and fused.fused_step is not None
+    for it in range(2):
+        with torch.no_grad():
+            fused.policy.flat.copy_(ref.policy.flat)
+        ref.collect()
+        fused.collect()
+        a, b, where = ref.buffer, fused.buffer, f"rollout {it}"
+        assert b.actions.shape == (32, 4, 1)
+        for name in ("obs_slots", "actions", "logprobs", "values"):
+            torch.testing.assert_close(getattr(b, name), getattr(a, name), **TOL, msg=where)
+        np.testing.assert_allclose(b.rewards_host, a.rewards_host, rtol=1e-5, err_msg=where)
+        assert torch.equal(fused.sample_gen.get_state(), ref.sample_gen.get_state()), where
+        for t in (ref, fused):
+            t.compute_advantages()
+            t.update()
+
+
 def test_a_patched_env_step_keeps_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlperf.envs.cartpole import CartPoleVec
 

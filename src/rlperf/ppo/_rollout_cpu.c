@@ -3,6 +3,8 @@
  *   act(...)               one step's policy: actor and critic forward, a categorical sample
  *                          (Gumbel-max on given Exp(1) draws), written straight into the
  *                          rollout buffer's slots (any env: the env is stepped by the caller);
+ *   act_gaussian(...)      the same for a Box action: the Gaussian head's sample on given
+ *                          N(0, 1) draws;
  *   cartpole_rollout(...)  a whole rollout of T steps with CartPole's physics (envs/cartpole.py)
  *                          in the same loop: policy, env step with autoreset, buffer writes and
  *                          the truncation bootstrap, in one call.
@@ -179,6 +181,36 @@ HOT static void act_rows(const Mlp *m, int n, const float *obs, const float *noi
     }
 }
 
+/* The Gaussian head of a Box action (distributions.sample's, for a state-independent log-std):
+ * actor and critic for rows [0, n) of obs, then per row and dimension d the action
+ * mean_d + exp(logstd_d) noise_d for noise ~ N(0, 1), its log-probability
+ * sum_d(-noise_d^2 / 2 - logstd_d - log sqrt(2 pi)) and the value. The actions are written
+ * unclipped (the rollout buffer keeps the sample; the env gets it clipped to its bounds). */
+HOT static void act_gaussian_rows(const Mlp *m, int n, const float *obs, const float *noise,
+                                  const float *logstd, float *actions, float *logprob,
+                                  float *value) {
+    const int L = m->n_hidden, D = m->width[0], A = m->width[L + 1];
+    const int last = L ? MAX_WIDTH : D;
+    const float log_sqrt_2pi = 0.91893853320467274178f;
+    float h[2 * TILE * MAX_WIDTH], tile[TILE * MAX_WIDTH], std[MAX_ACTIONS];
+    for (int a = 0; a < A; a++) std[a] = expf(logstd[a]);
+    for (int r0 = 0; r0 < n; r0 += TILE) {
+        const int rows = load_tile(obs, n, r0, D, tile);
+        const float *x = hidden(m, 0, tile, h);
+        for (int r = 0; r < rows; r++) {
+            const float *e = noise + (size_t)(r0 + r) * A;
+            float *act = actions + (size_t)(r0 + r) * A, lp = 0.0f;
+            for (int a = 0; a < A; a++) {
+                act[a] = head(m, 0, a, x + r * last) + std[a] * e[a];
+                lp += (-0.5f * (e[a] * e[a]) - logstd[a]) - log_sqrt_2pi;
+            }
+            logprob[r0 + r] = lp;
+        }
+        x = hidden(m, 1, tile, h);
+        for (int r = 0; r < rows; r++) value[r0 + r] = head(m, 1, 0, x + r * last);
+    }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
@@ -275,6 +307,24 @@ static PyObject *py_act(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* act_gaussian(N, L, *widths, *w, *b, obs, noise, logstd, actions, logprob, value) */
+static PyObject *py_act_gaussian(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Mlp m;
+    if (nargs < 1) return PyErr_Format(PyExc_TypeError, "act_gaussian takes arguments");
+    const long n = PyLong_AsLong(args[0]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    const Py_ssize_t used = parse_mlp(args + 1, nargs - 1, &m);
+    if (used < 0) return NULL;
+    if (nargs != 1 + used + 6)
+        return PyErr_Format(PyExc_TypeError, "act_gaussian: expected %zd arguments, got %zd",
+                            1 + used + 6, nargs);
+    void *p[6];
+    if (parse_ptrs(args + 1 + used, 6, p) < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS act_gaussian_rows(&m, (int)n, p[0], p[1], p[2], p[3], p[4], p[5]);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 /* cartpole_rollout(rollout arguments (envs/_cartpole_cpu.h's parse_rollout), L, *widths, *w,
  *                  *b): a whole rollout of the MLP. Returns None, or raises ValueError when
  * the reset pool ran out (cannot happen with one of 4 T N draws). */
@@ -325,6 +375,9 @@ static PyMethodDef methods[] = {
      "gae_advantages(T, N, gamma, gamma_lambda, ...): ppo/gae.py's advantages (pointers)"},
     {"act", (PyCFunction)(void (*)(void))py_act, METH_FASTCALL,
      "act(N, L, *widths, *w, *b, obs, noise, actions, logprob, value): one step's policy"},
+    {"act_gaussian", (PyCFunction)(void (*)(void))py_act_gaussian, METH_FASTCALL,
+     "act_gaussian(N, L, *widths, *w, *b, obs, noise, logstd, actions, logprob, value): one "
+     "step's policy for a Box action"},
     {"cartpole_rollout", (PyCFunction)(void (*)(void))py_cartpole_rollout, METH_FASTCALL,
      "cartpole_rollout(T, N, ..., L, ...): a whole CartPole rollout of the MLP (pointers)"},
     {NULL, NULL, 0, NULL},

@@ -78,8 +78,8 @@ def fused_step_applies(
     cfg: Config, spec: EnvSpec, policy: ActorCritic, device: torch.device, teacher: bool
 ) -> bool:
     """Whether a run takes the fused rollout or step (:func:`make_fused`): ``--fused-rollout``
-    on, the kernel built, the analytic MLP (one unmasked discrete action) in float32 on the
-    CPU, flat float32 observations, no teacher phase (it may replace the actions) and not the
+    on, the kernel built, the analytic MLP (one unmasked discrete action, or a Box action) in
+    float32 on the CPU, flat float32 observations, no teacher phase (it may replace the actions) and not the
     asynchronous collector (its rows each have their own step)."""
     return (
         cfg.policy.fused_rollout
@@ -87,7 +87,6 @@ def fused_step_applies(
         and device.type == "cpu"
         and isinstance(policy, MLPActorCritic)
         and policy.analytic
-        and not policy.continuous
         and policy.flat.dtype == torch.float32
         and np.dtype(spec.obs_dtype) == np.float32
         and len(spec.obs_shape) == 1
@@ -128,7 +127,8 @@ def make_fused(
     ):
         return None, None
     # The whole-rollout kernel steps the env itself: normalisation happens outside the env.
-    if isinstance(env, CartPoleVec) and steps_as_numpy(env) and not cfg.env.normalizes:
+    whole = steps_as_numpy(env) and not policy.continuous and not cfg.env.normalizes
+    if isinstance(env, CartPoleVec) and whole:
         return FusedCartPoleRollout(buffer, env, policy, prof, episodes), None
     return None, FusedStep(buffer, policy)
 
@@ -172,7 +172,11 @@ def fused_mlp(policy: MLPActorCritic) -> native.FusedMLP:
     """The policy's current weights as the kernel reads them (views of its flat parameter)."""
     views = policy.views(policy.flat.detach())
     layers = range(policy.num_layers)
-    return native.FusedMLP([views[f"w{i}"] for i in layers], [views[f"b{i}"] for i in layers])
+    return native.FusedMLP(
+        [views[f"w{i}"] for i in layers],
+        [views[f"b{i}"] for i in layers],
+        views["actor_logstd"] if policy.continuous else None,
+    )
 
 
 class FusedCartPoleRollout:
@@ -270,7 +274,7 @@ class FusedLSTMCartPoleRollout(FusedCartPoleRollout):
 
 class FusedStep:
     """One rollout step's policy for any env, in one kernel call: actor and critic on
-    ``obs[t]``, the sample, and the actions, log-probabilities and values written into the
+    ``obs[t]``, the sample (categorical, or a Box action's Gaussian), and the actions, log-probabilities and values written into the
     buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
     fused part stops at the env boundary. The Exp(1) draws are the torch path's: one (T, N, A)
     draw per rollout from the same generator is its T draws of (N, A), the same numbers
@@ -281,20 +285,32 @@ class FusedStep:
     def __init__(self, buffer: RolloutBuffer, policy: MLPActorCritic) -> None:
         self.buffer, self.policy = buffer, policy
         self.steps: native.BoundSteps | None = None
+        self.noise = torch.empty(buffer.num_steps, buffer.num_envs, policy.action_dim)
+        self.generator: torch.Generator | None = None
 
     def start_rollout(self, generator: torch.Generator) -> None:
         """Take the policy's current weights and draw the rollout's noise (call once per
-        rollout, before the first step)."""
+        rollout, before the first step).
+
+        A Box action's N(0, 1) draws are made step by step instead (:meth:`__call__`): torch
+        draws a normal tensor of 16 or more numbers in vectorised pairs, so one (T, N, A) draw
+        is not T draws of (N, A), as the torch path makes them; an exponential draw is."""
         buf = self.buffer
-        noise = torch.empty(buf.num_steps, buf.num_envs, self.policy.action_dim)
-        noise.exponential_(generator=generator)
+        if self.policy.continuous:
+            self.generator = generator
+        else:
+            self.noise.exponential_(generator=generator)
         self.steps = fused_mlp(self.policy).bind_rollout(
-            buf.obs, noise, buf.actions, buf.logprobs, buf.values
+            buf.obs, self.noise, buf.actions, buf.logprobs, buf.values
         )
 
     def __call__(self, t: int) -> torch.Tensor:
-        """Act on the observations in slot ``t``; returns the actions (N,) (a buffer view)."""
+        """Act on the observations in slot ``t``; returns the actions, (N,) or (N, A) for a
+        Box action (a buffer view)."""
         if self.steps is None:
             raise RuntimeError("FusedStep: call start_rollout() before the first step")
+        if self.generator is not None:
+            noise = self.noise[t]
+            torch.randn(noise.shape, generator=self.generator, out=noise)
         self.steps.act(t)
         return self.buffer.actions[t]
