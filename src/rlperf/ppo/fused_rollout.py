@@ -79,8 +79,8 @@ def fused_step_applies(
 ) -> bool:
     """Whether a run takes the fused rollout or step (:func:`make_fused`): ``--fused-rollout``
     on, the kernel built, the analytic MLP (one unmasked discrete action, or a Box action) in
-    float32 on the CPU, flat float32 observations, no teacher phase (it may replace the actions) and not the
-    asynchronous collector (its rows each have their own step)."""
+    float32 on the CPU, flat float32 observations, no teacher phase (it may replace the
+    actions) and not the asynchronous collector (its rows each have their own step)."""
     return (
         cfg.policy.fused_rollout
         and native.rollout_available()
@@ -274,8 +274,8 @@ class FusedLSTMCartPoleRollout(FusedCartPoleRollout):
 
 class FusedStep:
     """One rollout step's policy for any env, in one kernel call: actor and critic on
-    ``obs[t]``, the sample (categorical, or a Box action's Gaussian), and the actions, log-probabilities and values written into the
-    buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
+    ``obs[t]``, the sample (categorical, or a Box action's Gaussian), and the actions,
+    log-probabilities and values written into the buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
     fused part stops at the env boundary. The Exp(1) draws are the torch path's: one (T, N, A)
     draw per rollout from the same generator is its T draws of (N, A), the same numbers
     (nothing else draws from it during a rollout without a teacher), so the actions are the
