@@ -275,11 +275,13 @@ class FusedLSTMCartPoleRollout(FusedCartPoleRollout):
 class FusedStep:
     """One rollout step's policy for any env, in one kernel call: actor and critic on
     ``obs[t]``, the sample (categorical, or a Box action's Gaussian), and the actions,
-    log-probabilities and values written into the buffer's slots ``t``. The env steps as on the torch path (``gym:`` ids, env workers): the
-    fused part stops at the env boundary. The Exp(1) draws are the torch path's: one (T, N, A)
-    draw per rollout from the same generator is its T draws of (N, A), the same numbers
-    (nothing else draws from it during a rollout without a teacher), so the actions are the
-    same. The buffer's slots are checked once per rollout (:meth:`native.FusedMLP.bind_rollout`).
+    log-probabilities and values written into the buffer's slots ``t``. The env steps as on
+    the torch path (``gym:`` ids, env workers): the fused part stops at the env boundary. The
+    Exp(1) draws are the torch path's: one (T, N, A) draw per rollout from the same generator
+    is its T draws of (N, A), the same numbers (nothing else draws from it during a rollout
+    without a teacher), so the actions are the same; a Box action's normal draws are made per
+    step (:meth:`start_rollout`). The buffer's slots are checked once per rollout
+    (:meth:`native.FusedMLP.bind_rollout`).
     """
 
     def __init__(self, buffer: RolloutBuffer, policy: MLPActorCritic) -> None:
