@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 import shutil
 import subprocess
 from dataclasses import replace
@@ -14,8 +16,8 @@ from tiny_repo import FIVE_PERCENT, SLOWER_BY_5_PERCENT, TinyRepo
 from tiny_repo import git as tiny_git
 
 import rlperf
-from rlperf.bench.gate import Settings, Side, Worker, exit_code, run_rounds
-from rlperf.bench.stats import fewest_rounds_to_flag
+from rlperf.bench.gate import Settings, Side, Worker, exit_code, format_verdict, run_rounds
+from rlperf.bench.stats import decide_family, fewest_rounds_to_flag
 from rlperf.bench.worktree import checked_out
 from rlperf.cli import main
 
@@ -183,6 +185,33 @@ def test_from_json_decides_on_saved_samples(
     assert main(["gate", "--from-json", str(path)]) == code
     if code == 1:
         assert "e2e: REGRESSION cpu ratio 1.150 [1.150, 1.150]" in capsys.readouterr().out
+
+
+def verdict_text(log_ratios: list[float], close: bool = True) -> str:
+    """format_verdict of one case at threshold 0.02, looks 6..25."""
+    verdict = decide_family({"a": log_ratios}, 0.02, 0.95, 6, 25, close_at_horizon=close)["a"]
+    return format_verdict(verdict)
+
+
+def test_the_verdict_says_why_wherever_its_interval_does_not() -> None:
+    """docs/gate.md's table, case by case: only a regression's p and an interval wholly below
+    the limit stand alone; an ok at the horizon (here 1.006 [0.98, 1.03], the interval past
+    1.02 as in the issue) and an undecided case say why."""
+    rng7, rng4 = random.Random(7), random.Random(4)  # test_stats.py's horizon cases
+    within = [rng7.gauss(0.0, 0.05) for _ in range(25)]
+    holds_one = [rng4.gauss(0.0, 0.05) + 0.01 for _ in range(25)]
+    below = verdict_text([math.log(0.99)] * 6)
+    assert below.endswith("] ok"), below
+    horizon = verdict_text(within)
+    assert horizon.endswith("] ok (not shown slower in 25 rounds, median below 1.02)"), horizon
+    holds = verdict_text(holds_one)
+    assert holds.endswith("] ok (not shown slower in 25 rounds, interval holds 1.00)"), holds
+    slower = verdict_text([math.log(1.1)] * 12)
+    assert "] regression (p=" in slower, slower
+    reaches = verdict_text(within, close=False)
+    assert reaches.endswith("] undecided (interval reaches 1.02)"), reaches
+    above = verdict_text(holds_one, close=False)
+    assert "] undecided (median above the limit, not yet shown slower: p=" in above, above
 
 
 @pytest.mark.parametrize(

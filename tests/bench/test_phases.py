@@ -77,8 +77,46 @@ def test_a_faster_head_names_the_phase_that_sped_up() -> None:
     assert shift.describe() == "update/backward 0.50x faster (30% of the time)"
 
 
-def test_a_faster_phase_reads_faster() -> None:
-    assert PhaseShift("rollout", 0.8, 0.5, 6).describe() == "rollout 0.80x faster (50% of the time)"
+@pytest.mark.parametrize(
+    ("ratio", "low", "high", "reads"),
+    [
+        (0.8, 0.7, 0.9, "rollout 0.80x faster (50% of the time)"),
+        (1.2, 1.1, 1.3, "rollout 1.20x slower (50% of the time)"),
+        (0.99, 0.97, 1.01, "rollout 0.99x unchanged within noise (50% of the time)"),
+        (1.01, 0.99, 1.03, "rollout 1.01x unchanged within noise (50% of the time)"),
+        (0.99, None, None, "rollout 0.99x in 6 rounds, too few to tell (50% of the time)"),
+    ],
+    ids=["faster", "slower", "0.99x-within-noise", "1.01x-within-noise", "no-interval"],
+)
+def test_a_phase_reads_the_direction_its_interval_shows(
+    ratio: float, low: float | None, high: float | None, reads: str
+) -> None:
+    assert PhaseShift("rollout", ratio, 0.5, 6, low, high).describe() == reads
+
+
+def noisy_rounds(factors: list[float], head_wall: float) -> list[dict]:
+    """Every head section ``factor`` times the base's in its round (one factor per round)."""
+    return [{"base": [sample(1.0, BASE)] * 3,
+             "head": [sample(head_wall, {k: v * f for k, v in BASE.items()})] * 3}
+            for f in factors]  # fmt: skip
+
+
+def test_a_slower_head_with_no_phase_shown_slower_does_not_read_faster(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The head slower as a whole, every section 0.99x within noise: the issue's
+    "update/backward 0.99x faster" beside a slowdown check reads unchanged."""
+    factors = [0.96, 1.02, 0.98, 1.01, 0.97, 0.99, 1.03, 0.98, 0.99, 1.0]
+    shift = moved_phase(noisy_rounds(factors, head_wall=1.05))
+    assert shift is not None and shift.ratio < 1.0 and shift.low < 1.0 < shift.high
+    assert "x unchanged within noise (" in shift.describe()
+    data = {"cases": [{"name": "e2e", "calls_per_sample": 1,
+                       "rounds": noisy_rounds(factors, head_wall=1.05)}]}  # fmt: skip
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps(data))
+    main(["gate", "--from-json", str(path), "--threshold", "0.02"])
+    out = capsys.readouterr().out
+    assert "x unchanged within noise (" in out and "x faster" not in out, out
 
 
 def test_gate_report_names_the_phase(tiny_repo: TinyRepo) -> None:

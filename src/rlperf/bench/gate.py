@@ -384,11 +384,20 @@ def measure_round(
 
 
 def format_verdict(v: Verdict) -> str:
+    """``ratio 1.006 [0.991, 1.025] ok (not shown slower in 25 rounds, median below 1.02)``:
+    the ratio, its interval and the decision, with why wherever the interval does not show it
+    (docs/gate.md): a regression gives its p-value, ``ok`` with the whole interval below the
+    limit stands alone, and every other outcome (``ok`` at the horizon, ``undecided``) says
+    its reason, so an interval that reaches past the limit is never read as a plain ``ok``."""
     if v.low is None or v.high is None:
         ratio = "n/a" if v.ratio is None else f"{v.ratio:.3f}"
         return f"ratio {ratio} ({v.reason})"
-    p = "" if v.p_value is None or v.decision == OK else f" (p={v.p_value:.2g})"
-    return f"ratio {v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}] {v.decision}{p}"
+    shown = f"ratio {v.ratio:.3f} [{v.low:.3f}, {v.high:.3f}] {v.decision}"
+    if v.decision == REGRESSION and v.p_value is not None:
+        return f"{shown} (p={v.p_value:.2g})"
+    if v.decision == OK and v.limit is not None and v.high < v.limit:
+        return shown
+    return f"{shown} ({v.reason})"
 
 
 def exit_code(results: list[CaseResult], metric: str) -> int:

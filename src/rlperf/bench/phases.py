@@ -17,6 +17,11 @@ when every child moved alike, whichever is largest within noise is named. The di
 the case's: where the head took longer overall the slowest section is named, where it was faster
 the one that sped up most (naming the "most slowed" phase of a faster head named a phase that
 had not moved, 1.00x, beside an update 25% faster).
+
+The named phase's own direction comes from its interval, the gate's interval on the median of
+its rounds: ``slower`` or ``faster`` only where the whole interval is above or below 1, else
+``unchanged within noise``. A slower head whose largest section ratio is 0.99x has no phase
+that slowed, and "0.99x faster" would say the opposite of the verdict beside it.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlperf.bench.stats import median
+from rlperf.bench.stats import median, median_ci
 
 MIN_SHARE = 0.05  # fraction of the sample's wall time a section must hold to be named
+CONFIDENCE = 0.95  # of a phase's interval: the gate's default
 
 
 @dataclass
@@ -38,11 +44,24 @@ class PhaseShift:
     ratio: float  # head/base time of the section (> 1: slower on the head)
     share: float  # the section's fraction of the base sample's wall time
     rounds: int  # rounds the ratio is the median of
+    low: float | None = None  # the ratio's interval (None: too few rounds for one)
+    high: float | None = None
+
+    def direction(self) -> str:
+        """``slower`` / ``faster`` where the whole interval is above / below 1, else
+        ``unchanged within noise`` (or too few rounds to tell)."""
+        if self.low is None or self.high is None:
+            return f"in {self.rounds} rounds, too few to tell"
+        if self.low > 1.0:
+            return "slower"
+        if self.high < 1.0:
+            return "faster"
+        return "unchanged within noise"
 
     def describe(self) -> str:
-        """``update/backward 1.31x slower (34% of the time)``."""
-        how = "slower" if self.ratio > 1.0 else "faster"
-        return f"{self.name} {self.ratio:.2f}x {how} ({self.share:.0%} of the time)"
+        """``update/backward 1.31x slower (34% of the time)``,
+        ``update/backward 0.99x unchanged within noise (34% of the time)``."""
+        return f"{self.name} {self.ratio:.2f}x {self.direction()} ({self.share:.0%} of the time)"
 
 
 def section_ratios(rounds: list[dict[str, list[dict[str, Any]]]]) -> dict[str, list[float]]:
@@ -88,11 +107,14 @@ def whole_log_ratio(rounds: list[dict[str, list[dict[str, Any]]]]) -> float:
 
 
 def moved_phase(
-    rounds: list[dict[str, list[dict[str, Any]]]], min_share: float = MIN_SHARE
+    rounds: list[dict[str, list[dict[str, Any]]]],
+    min_share: float = MIN_SHARE,
+    confidence: float = CONFIDENCE,
 ) -> PhaseShift | None:
     """Among the sections holding at least ``min_share`` of the time, the one with the
     largest head/base ratio where the head was slower as a whole (or as fast), the smallest
-    where it was faster; None when the samples carry no such section."""
+    where it was faster, with its ``confidence`` interval; None when the samples carry no
+    such section."""
     shares = section_shares(rounds)
     faster = whole_log_ratio(rounds) < 0.0
     best: PhaseShift | None = None
@@ -100,7 +122,9 @@ def moved_phase(
         share = shares.get(name, 0.0)
         if share < min_share:
             continue
-        shift = PhaseShift(name, math.exp(median(logs)), share, len(logs))
+        interval = median_ci(logs, confidence)
+        low, high = (None, None) if interval is None else (math.exp(v) for v in interval)
+        shift = PhaseShift(name, math.exp(median(logs)), share, len(logs), low, high)
         if best is None or (shift.ratio < best.ratio if faster else shift.ratio > best.ratio):
             best = shift
     return best

@@ -230,6 +230,7 @@ class Verdict:
     high: float | None
     reason: str
     p_value: float | None = None  # Holm-adjusted sequential p of "the head is not slower"
+    limit: float | None = None  # 1 + threshold, the ratio the decision was made against
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -294,7 +295,7 @@ def decide_family(
             decision, reason = UNDECIDED, f"median above the limit, not yet shown slower: {slower}"
         else:
             decision, reason = UNDECIDED, f"interval reaches {limit:.2f}"
-        verdicts[case] = Verdict(decision, n, ratio, low, high, reason, p)
+        verdicts[case] = Verdict(decision, n, ratio, low, high, reason, p, limit)
     return verdicts
 
 
