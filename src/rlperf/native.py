@@ -132,6 +132,8 @@ LSTM_LIMITS = (
     else LSTMLimits(0, 0, 0)
 )
 MAX_ACTIONS = _loss.MAX_ACTIONS if _loss is not None else 0
+# A Box action's dimensions the MLP update's Gaussian head takes (_loss_rows.h).
+MAX_GAUSSIAN = _update.MAX_GAUSSIAN if _update is not None else 0
 # The MLP update kernel's widest layer (the observation's included) and most hidden layers.
 MLP_MAX_WIDTH = _update.MAX_WIDTH if _update is not None else 0
 MLP_MAX_LAYERS = _update.MAX_LAYERS if _update is not None else 0
@@ -699,20 +701,22 @@ def ppo_loss_and_head_grads(
 
 
 # -- the MLP actor-critic's whole update ------------------------------------------------------
-def mlp_param_count(widths: list[int], actions: int) -> int:
+def mlp_param_count(widths: list[int], actions: int, gaussian: bool = False) -> int:
     """Parameters of ``policies/mlp.py``'s stacked actor-critic with these widths (observation
-    first, then each hidden layer) and ``actions`` outputs, in its flat layout."""
+    first, then each hidden layer) and ``actions`` outputs, in its flat layout (a Box action's
+    Gaussian head: ``actions`` means, then as many log-stds)."""
     hidden = sum(2 * (a + 1) * b for a, b in zip(widths[:-1], widths[1:], strict=True))
-    return hidden + 2 * actions * (widths[-1] + 1)
+    return hidden + 2 * actions * (widths[-1] + 1) + (actions if gaussian else 0)
 
 
-def mlp_update_fits(widths: list[int], actions: int) -> bool:
-    """Whether the MLP update kernel is built and takes a network of these sizes."""
+def mlp_update_fits(widths: list[int], actions: int, gaussian: bool = False) -> bool:
+    """Whether the MLP update kernel is built and takes a network of these sizes (a Box
+    action's Gaussian head: up to :data:`MAX_GAUSSIAN` dimensions)."""
     return (
         _update is not None
         and 0 <= len(widths) - 1 <= MLP_MAX_LAYERS
         and all(1 <= w <= MLP_MAX_WIDTH for w in widths)
-        and 1 <= actions <= MAX_ACTIONS
+        and 1 <= actions <= (MAX_GAUSSIAN if gaussian else MAX_ACTIONS)
     )
 
 
@@ -721,8 +725,9 @@ MLP_UPDATE_PHASES = ("loss", "backward", "optimizer_step", "minibatch_prep")
 
 
 class MLPUpdateKernel:
-    """The PPO update of ``policies/mlp.py``'s actor-critic (one categorical action) on
-    ``batch``-row minibatches, in two kernel calls (``ppo/_mlp_update_cpu.c``):
+    """The PPO update of ``policies/mlp.py``'s actor-critic (one categorical action, or with
+    ``gaussian`` a Box action's diagonal Gaussian) on ``batch``-row minibatches, in two kernel
+    calls (``ppo/_mlp_update_cpu.c``):
     :meth:`gradients` (forward, loss and head gradients, backward, clipping) and :meth:`adam`;
     or every minibatch of every epoch of a rollout in one (:meth:`epochs`).
 
@@ -731,9 +736,12 @@ class MLPUpdateKernel:
     every call (:class:`StorageMoved` if one moved); its scratch is allocated here.
 
     Args:
-        widths: the observation's width, then each hidden layer's. actions: the logits.
+        widths: the observation's width, then each hidden layer's. actions: the logits (a
+            Gaussian's: its dimensions).
         param, grad, exp_avg, exp_avg_sq: (P,) float32 CPU, contiguous, P =
             :func:`mlp_param_count`. step: Adam's step count, a float32 scalar tensor.
+        gaussian: the actions are a Box's, sampled from a Gaussian whose log-std is the last
+            ``actions`` parameters.
     """
 
     def __init__(
@@ -746,18 +754,21 @@ class MLPUpdateKernel:
         exp_avg: torch.Tensor,
         exp_avg_sq: torch.Tensor,
         step: torch.Tensor,
+        gaussian: bool = False,
     ) -> None:
         if _update is None:
             raise RuntimeError(
                 "the CPU MLP update kernel is not built (or RLPERF_NO_KERNELS is set)"
             )
-        if not mlp_update_fits(widths, actions) or batch < 1:
+        if not mlp_update_fits(widths, actions, gaussian) or batch < 1:
+            most = MAX_GAUSSIAN if gaussian else MAX_ACTIONS
             raise KernelArgumentError(
                 f"the CPU MLP update takes 0 to {MLP_MAX_LAYERS} hidden layers of 1 to "
-                f"{MLP_MAX_WIDTH} units, 1 to {MAX_ACTIONS} actions and batch >= 1, got widths "
+                f"{MLP_MAX_WIDTH} units, 1 to {most} actions and batch >= 1, got widths "
                 f"{widths}, {actions} actions, batch {batch}"
             )
-        count = mlp_param_count(widths, actions)
+        self.gaussian = gaussian
+        count = mlp_param_count(widths, actions, gaussian)
         for name, t in (("param", param), ("grad", grad), ("exp_avg", exp_avg),
                         ("exp_avg_sq", exp_avg_sq)):  # fmt: skip
             _ptr(name, t, (count,))
@@ -772,7 +783,9 @@ class MLPUpdateKernel:
             "wt": new(max([a * b for a, b in zip(widths[1:-1], widths[2:], strict=True)] or [1])),
         }  # fmt: skip
         # epochs' gathered minibatch: actions, then old log-probs, advantages, returns, values.
-        self._mb_actions = torch.zeros(batch, dtype=torch.int64)
+        self._mb_actions = (
+            new(batch, actions) if gaussian else torch.zeros(batch, dtype=torch.int64)
+        )
         self._mb_columns = new(4, batch)
         # Per phase (MLP_UPDATE_PHASES): total ns, calls, shortest, longest; the kernel adds.
         self.times = torch.zeros(len(MLP_UPDATE_PHASES), 4, dtype=torch.int64)
@@ -809,7 +822,8 @@ class MLPUpdateKernel:
 
         Args:
             obs: (batch, widths[0]) float32, rows of any stride, columns contiguous (a view of
-                the packed sample table serves); actions (batch,) int64; the rest (batch,)
+                the packed sample table serves); actions (batch,) int64 (a Gaussian's: (batch,
+                actions) float32, rows of any stride, columns contiguous); the rest (batch,)
                 float32, any stride. An action outside ``0..actions-1`` is a ``ValueError``.
         """
         b = self.batch
@@ -817,9 +831,14 @@ class MLPUpdateKernel:
         obs_ptr = _ptr("obs", obs, (b, self.widths[0]), contiguous=False)
         if obs.stride(1) != 1 and self.widths[0] > 1:
             raise KernelArgumentError("obs: the kernel takes rows of contiguous columns")
+        if self.gaussian:
+            actions_ptr = _ptr("actions", actions, (b, self.actions), contiguous=False)
+            if actions.stride(1) != 1 and self.actions > 1:
+                raise KernelArgumentError("actions: the kernel takes rows of contiguous columns")
+        else:
+            actions_ptr = _ptr("actions", actions, vec, torch.int64, contiguous=False)
         ptrs = (
-            obs_ptr, _ptr("actions", actions, vec, torch.int64, contiguous=False),
-            _ptr("oldlogprob", oldlogprob, vec, contiguous=False),
+            obs_ptr, actions_ptr, _ptr("oldlogprob", oldlogprob, vec, contiguous=False),
             _ptr("advantages", advantages, vec, contiguous=False),
             _ptr("returns", returns, vec, contiguous=False),
             _ptr("oldvalues", oldvalues, vec, contiguous=False),
@@ -828,7 +847,7 @@ class MLPUpdateKernel:
         _update.gradients(  # type: ignore[union-attr]  # __init__ checked it is loaded
             b, *self._head, int(clip_vloss), obs.stride(0), actions.stride(0),
             oldlogprob.stride(0), advantages.stride(0), returns.stride(0), oldvalues.stride(0),
-            *self._tail, float(clip_coef), float(ent_coef), float(vf_coef),
+            int(self.gaussian), *self._tail, float(clip_coef), float(ent_coef), float(vf_coef),
             float(max_grad_norm), *ptrs, *self._grad_args.ptrs(), stats.data_ptr(),
             self.times.data_ptr(),
         )  # fmt: skip
@@ -873,7 +892,8 @@ class MLPUpdateKernel:
         bit for bit (the tests compare them). Returns the minibatches' stats summed (5,).
 
         Args:
-            obs: (rows, widths[0]) float32, contiguous; actions (rows,) int64; logprobs,
+            obs: (rows, widths[0]) float32, contiguous; actions (rows,) int64 (a Gaussian's:
+                (rows, actions) float32, contiguous); logprobs,
                 values, advantages (rows,) float32, contiguous; returns are advantages + values.
             perms: (epochs, rows) int64, contiguous, each row a permutation of ``0..rows-1``
                 (an entry out of range, or an action out of range, is a ``ValueError`` and
@@ -882,8 +902,12 @@ class MLPUpdateKernel:
         rows = obs.shape[0] if obs.dim() == 2 else -1
         epochs = perms.shape[0] if perms.dim() == 2 else -1
         vec = (rows,)
+        if self.gaussian:
+            actions_ptr = _ptr("actions", actions, (rows, self.actions))
+        else:
+            actions_ptr = _ptr("actions", actions, vec, torch.int64)
         ptrs = (
-            _ptr("obs", obs, (rows, self.widths[0])), _ptr("actions", actions, vec, torch.int64),
+            _ptr("obs", obs, (rows, self.widths[0])), actions_ptr,
             _ptr("logprobs", logprobs, vec), _ptr("values", values, vec),
             _ptr("advantages", advantages, vec), _ptr("perms", perms, (epochs, rows), torch.int64),
         )  # fmt: skip
@@ -895,8 +919,8 @@ class MLPUpdateKernel:
         stats = obs.new_zeros(5)
         _update.epochs(  # type: ignore[union-attr]  # __init__ checked it is loaded
             rows, self.batch, minibatches, epochs, *self._head, int(clip_vloss), int(norm_adv),
-            *self._tail, float(clip_coef), float(ent_coef), float(vf_coef), float(max_grad_norm),
-            float(lr), float(beta1), float(beta2), float(eps), *ptrs,
+            int(self.gaussian), *self._tail, float(clip_coef), float(ent_coef), float(vf_coef),
+            float(max_grad_norm), float(lr), float(beta1), float(beta2), float(eps), *ptrs,
             self._mb_actions.data_ptr(), *(cols[i].data_ptr() for i in range(4)),
             *self._epoch_args.ptrs(), stats.data_ptr(), self.times.data_ptr(),
         )  # fmt: skip

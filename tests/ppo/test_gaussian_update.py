@@ -5,10 +5,13 @@ the log-std's included; and the AnalyticUpdate a Box run takes."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from rlperf.config import Config
+from rlperf import native
+from rlperf.config import Config, PPOConfig
+from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.build import make_update
 from rlperf.ppo.loss import (
@@ -17,7 +20,10 @@ from rlperf.ppo.loss import (
     normalize_advantages,
     ppo_loss,
 )
-from rlperf.ppo.update import AnalyticUpdate
+from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.ppo.samplers import Minibatch, PackedTableSampler
+from rlperf.ppo.update import AnalyticUpdate, NativeMLPUpdate
+from rlperf.timing.sections import Profiler
 
 
 def make_policy(obs_dim: int, action_dim: int, dtype: torch.dtype, seed: int) -> MLPActorCritic:
@@ -96,8 +102,92 @@ def test_batch_exercises_every_clip_branch() -> None:
     assert (ratio > 1.2).any() and (ratio < 0.8).any() and ((ratio - 1).abs() < 0.2).any()
 
 
-def test_a_box_run_takes_the_analytic_update() -> None:
+# -- the native update (ppo/_mlp_update_cpu.c) of the Gaussian head ------------------------
+needs_kernel = pytest.mark.skipif(
+    not native.update_available(), reason="the MLP update kernel is not built here"
+)
+
+
+def box_spec(num_envs: int, obs_dim: int, action_dim: int) -> EnvSpec:
+    action = ActionSpec("box", (), action_dim, (-1.0,) * action_dim, (1.0,) * action_dim)
+    return EnvSpec(num_envs, (obs_dim,), np.dtype(np.float32), action)
+
+
+def box_minibatch(policy: MLPActorCritic, n: int, seed: int) -> tuple[Minibatch, torch.Tensor]:
+    b = make_batch(policy, n, seed)
+    mb = Minibatch(
+        b["obs"].unsqueeze(0), b["actions"].unsqueeze(0), b["oldlogprob"].unsqueeze(0),
+        b["oldvalues"].unsqueeze(0), b["advantages"].unsqueeze(0), b["returns"].unsqueeze(0),
+    )  # fmt: skip
+    return mb, b["advantages"].unsqueeze(0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("max_grad_norm", [0.0, 0.5], ids=["no-clip", "clip"])
+@pytest.mark.parametrize("clip_vloss", [True, False], ids=["vclip", "no-vclip"])
+@pytest.mark.parametrize(("obs_dim", "action_dim", "n"), [(17, 6, 64), (3, 1, 7), (11, 3, 33)])
+def test_native_gaussian_gradients_match_the_analytic_update(
+    max_grad_norm, clip_vloss, obs_dim, action_dim, n
+) -> None:
+    ppo = PPOConfig(max_grad_norm=max_grad_norm, clip_vloss=clip_vloss, ent_coef=0.01)
+    policy = make_policy(obs_dim, action_dim, torch.float32, seed=n)
+    twin = make_policy(obs_dim, action_dim, torch.float32, seed=n)
+    native_update, analytic = NativeMLPUpdate(policy, ppo, n), AnalyticUpdate(twin, ppo, n)
+    prof = Profiler(enabled=False)
+    for seed in range(3):
+        mb, adv = box_minibatch(policy, n, seed)
+        policy.flat.grad.fill_(float("nan"))  # the kernel must write every entry
+        stats = native_update.gradients(mb, adv, prof)
+        ref_stats = analytic.gradients(mb, adv, prof)
+        tol = {"rtol": 1e-4, "atol": 1e-6}
+        torch.testing.assert_close(stats, ref_stats, **tol)
+        torch.testing.assert_close(policy.flat.grad, twin.flat.grad, **tol)
+        assert policy.views(policy.flat.grad)["actor_logstd"].abs().sum() > 0
+        native_update.apply(prof)
+        analytic.apply(prof)
+        torch.testing.assert_close(policy.flat.detach(), twin.flat.detach(), **tol)
+
+
+@needs_kernel
+@pytest.mark.parametrize(("shape", "minibatches"), [((2048, 1), 32), ((16, 8), 4)])
+def test_native_gaussian_whole_update_is_the_minibatch_loop_bit_for_bit(shape, minibatches):
+    """update_rollout of a Box rollout (MuJoCo's 1 x 2048 in 32 minibatches) against the packed
+    table's minibatches through gradients and apply: every bit of the parameters."""
+    ppo = PPOConfig(update_epochs=2, num_minibatches=minibatches, ent_coef=0.0)
+    num_steps, num_envs = shape
+    batch = num_steps * num_envs // minibatches
+    spec = box_spec(num_envs, 17, 6)
+    torch.manual_seed(0)
+    whole_policy, loop_policy = MLPActorCritic(spec), MLPActorCritic(spec)
+    loop_policy.flat.data.copy_(whole_policy.flat.detach())
+    whole, loop = (
+        NativeMLPUpdate(whole_policy, ppo, batch),
+        NativeMLPUpdate(loop_policy, ppo, batch),
+    )
+    buf = RolloutBuffer(num_steps, num_envs, spec, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(3)
+    buf.obs.copy_(torch.randn(buf.obs.shape, generator=gen))
+    buf.actions.copy_(torch.randn(buf.actions.shape, generator=gen))
+    buf.logprobs.copy_(-torch.rand(shape, generator=gen) * 8)
+    buf.values.copy_(torch.randn(shape, generator=gen))
+    buf.advantages.copy_(torch.randn(shape, generator=gen))
+    assert whole.takes_rollout(buf)
+    gens = [torch.Generator().manual_seed(7) for _ in range(2)]
+    prof = Profiler(enabled=False)
+    stats = whole.update_rollout(buf, minibatches, gens[0], prof)
+    sampler = PackedTableSampler(buf)
+    total = torch.zeros(5)
+    sampler.prepare()
+    for _ in range(ppo.update_epochs):
+        for mb in sampler.epoch(minibatches, gens[1]):
+            total += loop.gradients(mb, normalize_advantages(mb.advantages), prof)
+            loop.apply(prof)
+    assert torch.equal(stats, total)
+    assert torch.equal(whole_policy.flat.detach(), loop_policy.flat.detach())
+
+
+def test_a_box_run_takes_the_native_update_where_it_is_built() -> None:
     cfg = Config()
     policy = make_policy(17, 6, torch.float32, seed=0)
-    update = make_update(policy, cfg, 64, supervised_phase=False)
-    assert isinstance(update, AnalyticUpdate) and update.gaussian is not None
+    chosen = type(make_update(policy, cfg, 64, supervised_phase=False))
+    assert chosen is (NativeMLPUpdate if native.update_available() else AnalyticUpdate)

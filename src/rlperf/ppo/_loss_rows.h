@@ -23,7 +23,76 @@ typedef struct {
     float *grad_value;
     long grad_value_stride;
     float *stats; /* (5,) */
+    /* A Box action's diagonal Gaussian (gaussian != 0; the MLP update only): `logits` are the
+     * means, `action_f` the sampled actions (n, actions) with row stride action_stride,
+     * `logstd` (actions,) the state-independent log-std and `grad_logstd` (actions,) where its
+     * gradient is written (overwritten). */
+    int gaussian;
+    const float *action_f, *logstd;
+    float *grad_logstd;
 } Loss;
+
+#define MAX_GAUSSIAN 64 /* a Box action's dimensions */
+#define LOG_SQRT_2PI 0.91893853320467274178f
+
+/* Rows [b0, b1) of a Gaussian head (see Loss): their mean and value gradients, their statistics
+ * into sums and their log-std gradient terms into gls (in double; the entropy bonus's -ent_coef
+ * is added once, by loss_all). With z = (a - mean) exp(-logstd): log pi = sum_d(-z^2/2 -
+ * logstd_d - log sqrt(2 pi)), d log pi / d mean_d = z_d exp(-logstd_d), d log pi / d logstd_d =
+ * z_d^2 - 1; the entropy, sum_d(1/2 + log sqrt(2 pi) + logstd_d), is the same for every row
+ * (ppo/loss.py's gaussian_ppo_loss_and_head_grads, the reference). */
+static void gaussian_rows(const Loss *s, long b0, long b1, double *sums, double *gls) {
+    const float c = (float)s->clip_coef, inv_n = 1.0f / (float)s->n;
+    const float vf_scale = (float)s->vf_coef * inv_n;
+    const long A = s->actions;
+    float inv_std[MAX_GAUSSIAN], z[MAX_GAUSSIAN], h = 0.0f;
+    for (long a = 0; a < A; a++) {
+        inv_std[a] = expf(-s->logstd[a]);
+        h += 0.5f + LOG_SQRT_2PI + s->logstd[a];
+        gls[a] = 0.0;
+    }
+    double sum_pg = 0, sum_v = 0, sum_kl = 0, sum_clip = 0;
+    for (long b = b0; b < b1; b++) {
+        const float *mean = s->logits + b * s->logits_row;
+        const float *act = s->action_f + b * s->action_stride;
+        float logp = 0.0f;
+        for (long a = 0; a < A; a++) {
+            z[a] = (act[a] - mean[a * s->logits_col]) * inv_std[a];
+            logp += (-0.5f * (z[a] * z[a]) - s->logstd[a]) - LOG_SQRT_2PI;
+        }
+        const float logratio = logp - s->oldlogp[b * s->oldlogp_stride];
+        const float ratio = expf(logratio);
+        const float adv = s->adv[b * s->adv_stride];
+        const float clipped = ratio < 1.0f - c ? 1.0f - c : (ratio > 1.0f + c ? 1.0f + c : ratio);
+        const float pg1 = -adv * ratio, pg2 = -adv * clipped;
+        sum_pg += pg1 > pg2 ? pg1 : pg2;
+
+        const float v = s->value[b * s->value_stride], ret = s->ret[b * s->ret_stride];
+        const float diff = v - ret, v_unclipped = diff * diff;
+        float v_max = v_unclipped, grad_v = diff;
+        if (s->clip_vloss) {
+            const float oldv = s->oldv[b * s->oldv_stride], delta = v - oldv;
+            const float delta_c = delta < -c ? -c : (delta > c ? c : delta);
+            const float diff_clipped = (oldv + delta_c) - ret;
+            const float v_clipped = diff_clipped * diff_clipped;
+            v_max = v_unclipped > v_clipped ? v_unclipped : v_clipped;
+            if (!(v_unclipped >= v_clipped)) grad_v = fabsf(delta) > c ? 0.0f : diff_clipped;
+        }
+        sum_v += v_max;
+        sum_kl += (ratio - 1.0f) - logratio;
+        sum_clip += fabsf(ratio - 1.0f) > c;
+        s->grad_value[b * s->grad_value_stride] = grad_v * vf_scale;
+
+        const float g = (pg1 < pg2 ? 0.0f : pg1) * inv_n;
+        float *gm = s->grad_logits + b * s->grad_row;
+        for (long a = 0; a < A; a++) {
+            gm[a * s->grad_col] = g * z[a] * inv_std[a];
+            gls[a] += (double)(g * (z[a] * z[a] - 1.0f));
+        }
+    }
+    sums[0] = sum_pg, sums[1] = sum_v, sums[2] = (double)h * (double)(b1 - b0);
+    sums[3] = sum_kl, sums[4] = sum_clip;
+}
 
 /* Rows [b0, b1): their gradients, and their five statistic sums into sums (in double).
  * Returns the index of the first row whose action is out of range, or -1. */
@@ -95,6 +164,15 @@ static long loss_rows(const Loss *s, long b0, long b1, double *sums) {
 static long loss_all(const Loss *s, int threads) {
     double sums[BLOCKS][5];
     long bad[BLOCKS];
+    if (s->gaussian) { /* one thread: the MLP update's minibatches are tens of rows */
+        double gls[MAX_GAUSSIAN], total[5];
+        (void)threads;
+        gaussian_rows(s, 0, s->n, total, gls);
+        for (long a = 0; a < s->actions; a++)
+            s->grad_logstd[a] = (float)gls[a] - (float)s->ent_coef;
+        for (int i = 0; i < 5; i++) s->stats[i] = (float)(total[i] / s->n);
+        return -1;
+    }
     const long per = (s->n + BLOCKS - 1) / BLOCKS;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(static)

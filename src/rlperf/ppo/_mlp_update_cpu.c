@@ -47,6 +47,7 @@
 
 typedef struct {
     int n, n_layers, actions;
+    int gaussian; /* a Box action: `actions` Gaussian means, then a log-std per dimension */
     int width[MAX_LAYERS + 1];
     long w_off[MAX_LAYERS + 1], b_off[MAX_LAYERS + 1], h_off[MAX_LAYERS]; /* in floats */
     const float *obs;
@@ -73,7 +74,8 @@ static long layout(Update *u) {
     u->w_off[L] = off;
     off += 2L * u->actions * u->width[L];
     u->b_off[L] = off;
-    return off + 2L * u->actions;
+    /* policies/mlp.py's actor_logstd follows the output layer's bias. */
+    return off + 2L * u->actions + (u->gaussian ? u->actions : 0);
 }
 
 static inline float *act_at(const Update *u, float *base, int l, int k) {
@@ -309,14 +311,20 @@ static void bind_buffers(Update *u, void *const *q) {
 }
 
 /* The loss of u's minibatch: its logits and value against five columns (action, old log-prob,
- * advantage, return, old value), each with its stride in elements; the coefficients clip, ent,
- * vf; the head gradients into u's buffers, the five statistics into stats. */
+ * advantage, return, old value), each with its stride in elements (a Gaussian's actions: the
+ * stride of their rows); the coefficients clip, ent, vf; the head gradients into u's buffers
+ * (a Gaussian's log-std gradient into its place in u->grad), the five statistics into stats.
+ * `count` is the parameter count (the log-std is its last `actions` entries). */
 static Loss minibatch_loss(const Update *u, void *const *cols, const long *strides,
-                           const double *coef, int clip_vloss, float *stats) {
+                           const double *coef, int clip_vloss, float *stats, long count) {
+    const long logstd_at = count - u->actions;
     return (Loss){.n = u->n, .actions = u->actions, .logits = u->logits,
+                  .gaussian = u->gaussian, .action_f = u->gaussian ? cols[0] : NULL,
+                  .logstd = u->gaussian ? u->param + logstd_at : NULL,
+                  .grad_logstd = u->gaussian ? u->grad + logstd_at : NULL,
                   .logits_row = u->actions, .logits_col = 1, .value = u->value, .value_stride = 1,
-                  .action = cols[0], .action_stride = strides[0], .oldlogp = cols[1],
-                  .oldlogp_stride = strides[1], .adv = cols[2], .adv_stride = strides[2],
+                  .action = u->gaussian ? NULL : cols[0], .action_stride = strides[0],
+                  .oldlogp = cols[1], .oldlogp_stride = strides[1], .adv = cols[2], .adv_stride = strides[2],
                   .ret = cols[3], .ret_stride = strides[3], .oldv = cols[4],
                   .oldv_stride = strides[4], .clip_coef = coef[0], .ent_coef = coef[1],
                   .vf_coef = coef[2], .clip_vloss = clip_vloss, .grad_logits = u->grad_logits,
@@ -324,12 +332,12 @@ static Loss minibatch_loss(const Update *u, void *const *cols, const long *strid
                   .grad_value_stride = 1, .stats = stats};
 }
 
-/* gradients(10 ints: n, n_layers, A, clip_vloss, strides of obs rows, action, oldlogp, adv,
- *           ret, oldv; n_layers + 1 widths; param count; 4 floats: clip_coef, ent_coef,
- *           vf_coef, max_grad_norm (<= 0: no clipping); 18 pointers: obs, action, oldlogp, adv,
+/* gradients(11 ints: n, n_layers, A, clip_vloss, strides of obs rows, action (a Gaussian's:
+ *           of its rows), oldlogp, adv, ret, oldv, gaussian; n_layers + 1 widths; param count;
+ *           4 floats: clip_coef, ent_coef, vf_coef, max_grad_norm (<= 0: no clipping); 18 pointers: obs, action, oldlogp, adv,
  *           ret, oldv, param, grad, x0, hidden, dz, logits, value, grad_logits, grad_value, wt,
  *           stats (5,), times (4, 4)) */
-#define G_INTS 10
+#define G_INTS 11
 #define G_FLOATS 4
 #define G_PTRS 18
 static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -339,8 +347,9 @@ static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t 
     void *p[G_PTRS];
     const long L = parse_args(args, nargs, G_INTS, 1, G_FLOATS, G_PTRS, d, f, p);
     if (L < 0) return NULL;
-    Update u = {.n = (int)d[0], .n_layers = (int)L, .actions = (int)d[2], .obs_row = d[4]};
-    if (d[0] < 1 || d[2] < 1 || d[2] > MAX_ACTIONS) {
+    Update u = {.n = (int)d[0], .n_layers = (int)L, .actions = (int)d[2], .obs_row = d[4],
+                .gaussian = d[10] != 0};
+    if (d[0] < 1 || d[2] < 1 || d[2] > (u.gaussian ? MAX_GAUSSIAN : MAX_ACTIONS)) {
         PyErr_Format(PyExc_ValueError, "need n >= 1 and 1..%d actions, got %ld and %ld",
                      MAX_ACTIONS, d[0], d[2]);
         return NULL;
@@ -350,7 +359,7 @@ static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t 
     u.obs = p[0];
     bind_buffers(&u, p + 6);
     u.max_grad_norm = (float)f[3];
-    u.loss = minibatch_loss(&u, p + 1, d + 5, f, (int)d[3], p[16]);
+    u.loss = minibatch_loss(&u, p + 1, d + 5, f, (int)d[3], p[16], count);
     int64_t *times = p[17];
     long bad;
     Py_BEGIN_ALLOW_THREADS
@@ -398,16 +407,17 @@ static PyObject *py_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
-/* The rollout's columns the update reads, (rows,) each, and the observations (rows, width[0]). */
+/* The rollout's columns the update reads, (rows,) each, and the observations (rows, width[0]);
+ * a Gaussian's actions are act_f (rows, A) instead of act. */
 typedef struct {
-    const float *obs, *logp, *val, *adv;
+    const float *obs, *logp, *val, *adv, *act_f;
     const int64_t *act;
 } Rollout;
 
-/* A minibatch's columns, (b,) each: where the loss reads them. */
+/* A minibatch's columns, (b,) each (a Gaussian's actions (b, A)): where the loss reads them. */
 typedef struct {
     int64_t *act;
-    float *logp, *adv, *ret, *val;
+    float *act_f, *logp, *adv, *ret, *val;
 } Columns;
 
 /* One minibatch's rows of the rollout, `idx` (b,) into it, as the packed-table sampler
@@ -418,7 +428,11 @@ static void gather(const Update *u, const int64_t *idx, const Rollout *src, cons
     for (int r = 0; r < u->n; r++) {
         const int64_t i = idx[r];
         memcpy(u->x0 + (long)r * w0, src->obs + i * w0, sizeof(float) * w0);
-        mb->act[r] = src->act[i];
+        if (u->gaussian)
+            memcpy(mb->act_f + (long)r * u->actions, src->act_f + i * u->actions,
+                   sizeof(float) * u->actions);
+        else
+            mb->act[r] = src->act[i];
         mb->logp[r] = src->logp[i];
         mb->val[r] = src->val[i];
         mb->adv[r] = src->adv[i];
@@ -442,7 +456,8 @@ __attribute__((optimize("fp-contract=off"))) HOT static void normalize(int n, fl
     for (int i = 0; i < n; i++) adv[i] = (adv[i] - mean_f) / denom;
 }
 
-/* epochs(8 ints: rows, b, minibatches, epochs, n_layers, A, clip_vloss, norm_adv; n_layers + 1
+/* epochs(9 ints: rows, b, minibatches, epochs, n_layers, A, clip_vloss, norm_adv, gaussian
+ *        (the actions are then float32 (rows, A), the minibatch's (b, A)); n_layers + 1
  *        widths; param count; 8 floats: clip_coef, ent_coef, vf_coef, max_grad_norm (<= 0: no
  *        clipping), lr, beta1, beta2, eps; 26 pointers: the rollout's obs (rows, width[0]),
  *        actions int64, logprobs, values, advantages (rows,); perms int64 (epochs, rows); the
@@ -455,7 +470,7 @@ __attribute__((optimize("fp-contract=off"))) HOT static void normalize(int n, fl
  * the sampler), each gathered, its advantages normalized if asked, then `gradients` and
  * `adam` as the per-minibatch calls do them; each minibatch's stats added into stats_sum in
  * order. Phase 3 of `times` is the gather and the normalization (minibatch_prep). */
-#define E_INTS 8
+#define E_INTS 9
 #define E_FLOATS 8
 #define E_PTRS 26
 static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -466,18 +481,21 @@ static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nar
     const long L = parse_args(args, nargs, E_INTS, 4, E_FLOATS, E_PTRS, d, f, p);
     if (L < 0) return NULL;
     const long rows = d[0], b = d[1], mbs = d[2], epochs = d[3];
-    if (b < 1 || mbs < 1 || epochs < 0 || b * mbs > rows || d[5] < 1 || d[5] > MAX_ACTIONS) {
+    const int gaussian = d[8] != 0, max_actions = gaussian ? MAX_GAUSSIAN : MAX_ACTIONS;
+    if (b < 1 || mbs < 1 || epochs < 0 || b * mbs > rows || d[5] < 1 || d[5] > max_actions) {
         PyErr_Format(PyExc_ValueError,
                      "need 1 <= b, 1 <= minibatches, b x minibatches <= rows, epochs >= 0 and "
                      "1..%d actions, got b %ld, %ld minibatches, %ld rows, %ld epochs, %ld "
-                     "actions", MAX_ACTIONS, b, mbs, rows, epochs, d[5]);
+                     "actions", max_actions, b, mbs, rows, epochs, d[5]);
         return NULL;
     }
-    Update u = {.n = (int)b, .n_layers = (int)L, .actions = (int)d[5]};
+    Update u = {.n = (int)b, .n_layers = (int)L, .actions = (int)d[5], .gaussian = gaussian};
     const long count = set_widths(&u, d + E_INTS);
     if (count < 0) return NULL;
-    const Rollout src = {.obs = p[0], .act = p[1], .logp = p[2], .val = p[3], .adv = p[4]};
-    const Columns mb = {.act = p[6], .logp = p[7], .adv = p[8], .ret = p[9], .val = p[10]};
+    const Rollout src = {.obs = p[0], .act = gaussian ? NULL : p[1],
+                         .act_f = gaussian ? p[1] : NULL, .logp = p[2], .val = p[3], .adv = p[4]};
+    const Columns mb = {.act = gaussian ? NULL : p[6], .act_f = gaussian ? p[6] : NULL,
+                        .logp = p[7], .adv = p[8], .ret = p[9], .val = p[10]};
     const int64_t *perms = p[5];
     /* Every index is read before anything is written: a bad one leaves the model as it was. */
     for (long i = 0; i < epochs * rows; i++)
@@ -486,7 +504,7 @@ static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nar
                          (long long)perms[i], rows - 1);
             return NULL;
         }
-    for (long i = 0; i < rows; i++)
+    for (long i = 0; i < (gaussian ? 0 : rows); i++)
         if (src.act[i] < 0 || src.act[i] >= u.actions) {
             PyErr_Format(PyExc_ValueError, "action %lld of row %ld is outside 0..%d",
                          (long long)src.act[i], i, u.actions - 1);
@@ -496,9 +514,10 @@ static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nar
     u.obs = u.x0, u.obs_row = u.width[0]; /* gathered there */
     u.max_grad_norm = (float)f[3];
     float stats[5];
-    void *const cols[5] = {mb.act, mb.logp, mb.adv, mb.ret, mb.val};
-    const long contiguous[5] = {1, 1, 1, 1, 1};
-    u.loss = minibatch_loss(&u, cols, contiguous, f, (int)d[6], stats);
+    void *const cols[5] = {gaussian ? (void *)mb.act_f : (void *)mb.act, mb.logp, mb.adv, mb.ret,
+                           mb.val};
+    const long contiguous[5] = {gaussian ? u.actions : 1, 1, 1, 1, 1};
+    u.loss = minibatch_loss(&u, cols, contiguous, f, (int)d[6], stats, count);
     float *stats_sum = p[24];
     int64_t *times = p[25];
     const int norm_adv = (int)d[7];
@@ -550,7 +569,8 @@ PyMODINIT_FUNC PyInit__mlp_update_cpu(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "MAX_WIDTH", MAX_WIDTH) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_LAYERS", MAX_LAYERS) < 0) {
+        PyModule_AddIntConstant(m, "MAX_LAYERS", MAX_LAYERS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_GAUSSIAN", MAX_GAUSSIAN) < 0) {
         Py_DECREF(m);
         return NULL;
     }

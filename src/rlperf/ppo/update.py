@@ -183,8 +183,9 @@ def native_update_applies(policy: ActorCritic, ppo: PPOConfig) -> bool:
     return (
         flat.dtype == torch.float32
         and flat.is_cpu
-        and not policy.continuous
-        and native.mlp_update_fits([policy.obs_dim, *policy.hidden_sizes], policy.action_dim)
+        and native.mlp_update_fits(
+            [policy.obs_dim, *policy.hidden_sizes], policy.action_dim, policy.continuous
+        )
     )
 
 
@@ -208,6 +209,7 @@ class NativeMLPUpdate(_FlatAdamUpdate):
             [policy.obs_dim, *policy.hidden_sizes], policy.action_dim, minibatch_size,
             # The parameter itself, not a detached view: `.data` reassigned is caught.
             self.flat, self.grad, opt.exp_avg, opt.exp_avg_sq, opt.step_count,
+            gaussian=policy.continuous,
         )  # fmt: skip
         self._perms: torch.Tensor | None = None  # update_rollout's (epochs, rows), made once
 
@@ -218,7 +220,7 @@ class NativeMLPUpdate(_FlatAdamUpdate):
             # Flat observations stored in another dtype (uint8, float64) in float32, as the
             # policy's own passes take them (MLPActorCritic._as_float).
             obs = mb.obs.reshape(-1, mb.obs.shape[-1]).to(torch.float32)
-            actions, logprobs = mb.actions.reshape(-1), mb.logprobs.reshape(-1)
+            actions, logprobs = self._rows(mb.actions), mb.logprobs.reshape(-1)
             values, returns = mb.values.reshape(-1), mb.returns.reshape(-1)
         else:
             obs, actions, logprobs, values, _, returns = mb.rows
@@ -232,6 +234,14 @@ class NativeMLPUpdate(_FlatAdamUpdate):
         self._allreduce(prof)
         return stats
 
+    def _rows(self, actions: torch.Tensor) -> torch.Tensor:
+        """Actions (..., ) or a Box's (..., A) as the kernel's rows: (B,) or (B, A)."""
+        return (
+            actions.reshape(-1, self.kernel.actions)
+            if self.kernel.gaussian
+            else actions.reshape(-1)
+        )
+
     def apply(self, prof: Profiler) -> None:
         opt = self.optimizer
         clip = self.ppo.max_grad_norm if self.grad_allreduce is not None else 0.0
@@ -241,11 +251,12 @@ class NativeMLPUpdate(_FlatAdamUpdate):
         """Whether :meth:`update_rollout` can update from ``buf``: one rank (no gradient to
         average between minibatches), and what the packed-table sampler takes
         (:meth:`~rlperf.ppo.samplers.PackedTableSampler.fits`: flat float32 observations of a
-        feed-forward policy, no masks, no teacher) with one categorical action, on the CPU."""
+        feed-forward policy, no masks, no teacher) with one categorical or a Box action, on
+        the CPU."""
         return (
             self.grad_allreduce is None
             and PackedTableSampler.fits(buf)
-            and buf.spec.action.kind == "discrete"
+            and buf.spec.action.kind in ("discrete", "box")
             and buf.device.type == "cpu"
         )
 
@@ -267,7 +278,7 @@ class NativeMLPUpdate(_FlatAdamUpdate):
             for epoch in perms:
                 torch.randperm(rows, generator=generator, out=epoch)
         return self.kernel.epochs(
-            buf.obs.view(rows, -1), buf.actions.view(rows), buf.logprobs.view(rows),
+            buf.obs.view(rows, -1), self._rows(buf.actions), buf.logprobs.view(rows),
             buf.values.view(rows), buf.advantages.view(rows), perms, num_minibatches,
             ppo.norm_adv, c.clip_coef, c.clip_vloss, c.ent_coef, c.vf_coef, ppo.max_grad_norm,
             opt.lr, opt.betas[0], opt.betas[1], opt.eps,
