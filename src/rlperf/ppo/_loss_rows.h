@@ -35,6 +35,36 @@ typedef struct {
 #define MAX_GAUSSIAN 64 /* a Box action's dimensions */
 #define LOG_SQRT_2PI 0.91893853320467274178f
 
+/* One row's policy and value terms, given its new log-probability: the value gradient into
+ * grad_value, the statistics pg, v, kl and clipped added into acc[0..3]; returns the row's
+ * d loss / d log pi, pg_loss1 / n where the unclipped term is the max, else 0. */
+static inline float ppo_row_terms(const Loss *s, long b, float logp, double *acc) {
+    const float c = (float)s->clip_coef, inv_n = 1.0f / (float)s->n;
+    const float logratio = logp - s->oldlogp[b * s->oldlogp_stride];
+    const float ratio = expf(logratio);
+    const float adv = s->adv[b * s->adv_stride];
+    const float clipped = ratio < 1.0f - c ? 1.0f - c : (ratio > 1.0f + c ? 1.0f + c : ratio);
+    const float pg1 = -adv * ratio, pg2 = -adv * clipped;
+    acc[0] += pg1 > pg2 ? pg1 : pg2;
+
+    const float v = s->value[b * s->value_stride], ret = s->ret[b * s->ret_stride];
+    const float diff = v - ret, v_unclipped = diff * diff;
+    float v_max = v_unclipped, grad_v = diff;
+    if (s->clip_vloss) {
+        const float oldv = s->oldv[b * s->oldv_stride], delta = v - oldv;
+        const float delta_c = delta < -c ? -c : (delta > c ? c : delta);
+        const float diff_clipped = (oldv + delta_c) - ret;
+        const float v_clipped = diff_clipped * diff_clipped;
+        v_max = v_unclipped > v_clipped ? v_unclipped : v_clipped;
+        if (!(v_unclipped >= v_clipped)) grad_v = fabsf(delta) > c ? 0.0f : diff_clipped;
+    }
+    acc[1] += v_max;
+    acc[2] += (ratio - 1.0f) - logratio;
+    acc[3] += fabsf(ratio - 1.0f) > c;
+    s->grad_value[b * s->grad_value_stride] = grad_v * ((float)s->vf_coef * inv_n);
+    return (pg1 < pg2 ? 0.0f : pg1) * inv_n;
+}
+
 /* Rows [b0, b1) of a Gaussian head (see Loss): their mean and value gradients, their statistics
  * into sums and their log-std gradient terms into gls (in double; the entropy bonus's -ent_coef
  * is added once, by loss_all). With z = (a - mean) exp(-logstd): log pi = sum_d(-z^2/2 -
@@ -42,8 +72,6 @@ typedef struct {
  * z_d^2 - 1; the entropy, sum_d(1/2 + log sqrt(2 pi) + logstd_d), is the same for every row
  * (ppo/loss.py's gaussian_ppo_loss_and_head_grads, the reference). */
 static void gaussian_rows(const Loss *s, long b0, long b1, double *sums, double *gls) {
-    const float c = (float)s->clip_coef, inv_n = 1.0f / (float)s->n;
-    const float vf_scale = (float)s->vf_coef * inv_n;
     const long A = s->actions;
     float inv_std[MAX_GAUSSIAN], z[MAX_GAUSSIAN], h = 0.0f;
     for (long a = 0; a < A; a++) {
@@ -51,7 +79,7 @@ static void gaussian_rows(const Loss *s, long b0, long b1, double *sums, double 
         h += 0.5f + LOG_SQRT_2PI + s->logstd[a];
         gls[a] = 0.0;
     }
-    double sum_pg = 0, sum_v = 0, sum_kl = 0, sum_clip = 0;
+    double acc[4] = {0, 0, 0, 0};
     for (long b = b0; b < b1; b++) {
         const float *mean = s->logits + b * s->logits_row;
         const float *act = s->action_f + b * s->action_stride;
@@ -60,46 +88,22 @@ static void gaussian_rows(const Loss *s, long b0, long b1, double *sums, double 
             z[a] = (act[a] - mean[a * s->logits_col]) * inv_std[a];
             logp += (-0.5f * (z[a] * z[a]) - s->logstd[a]) - LOG_SQRT_2PI;
         }
-        const float logratio = logp - s->oldlogp[b * s->oldlogp_stride];
-        const float ratio = expf(logratio);
-        const float adv = s->adv[b * s->adv_stride];
-        const float clipped = ratio < 1.0f - c ? 1.0f - c : (ratio > 1.0f + c ? 1.0f + c : ratio);
-        const float pg1 = -adv * ratio, pg2 = -adv * clipped;
-        sum_pg += pg1 > pg2 ? pg1 : pg2;
-
-        const float v = s->value[b * s->value_stride], ret = s->ret[b * s->ret_stride];
-        const float diff = v - ret, v_unclipped = diff * diff;
-        float v_max = v_unclipped, grad_v = diff;
-        if (s->clip_vloss) {
-            const float oldv = s->oldv[b * s->oldv_stride], delta = v - oldv;
-            const float delta_c = delta < -c ? -c : (delta > c ? c : delta);
-            const float diff_clipped = (oldv + delta_c) - ret;
-            const float v_clipped = diff_clipped * diff_clipped;
-            v_max = v_unclipped > v_clipped ? v_unclipped : v_clipped;
-            if (!(v_unclipped >= v_clipped)) grad_v = fabsf(delta) > c ? 0.0f : diff_clipped;
-        }
-        sum_v += v_max;
-        sum_kl += (ratio - 1.0f) - logratio;
-        sum_clip += fabsf(ratio - 1.0f) > c;
-        s->grad_value[b * s->grad_value_stride] = grad_v * vf_scale;
-
-        const float g = (pg1 < pg2 ? 0.0f : pg1) * inv_n;
+        const float g = ppo_row_terms(s, b, logp, acc);
         float *gm = s->grad_logits + b * s->grad_row;
         for (long a = 0; a < A; a++) {
             gm[a * s->grad_col] = g * z[a] * inv_std[a];
             gls[a] += (double)(g * (z[a] * z[a] - 1.0f));
         }
     }
-    sums[0] = sum_pg, sums[1] = sum_v, sums[2] = (double)h * (double)(b1 - b0);
-    sums[3] = sum_kl, sums[4] = sum_clip;
+    sums[0] = acc[0], sums[1] = acc[1], sums[2] = (double)h * (double)(b1 - b0);
+    sums[3] = acc[2], sums[4] = acc[3];
 }
 
 /* Rows [b0, b1): their gradients, and their five statistic sums into sums (in double).
  * Returns the index of the first row whose action is out of range, or -1. */
 static long loss_rows(const Loss *s, long b0, long b1, double *sums) {
-    const float c = (float)s->clip_coef, inv_n = 1.0f / (float)s->n;
-    const float ent_scale = (float)s->ent_coef * inv_n, vf_scale = (float)s->vf_coef * inv_n;
-    double sum_pg = 0, sum_v = 0, sum_h = 0, sum_kl = 0, sum_clip = 0;
+    const float ent_scale = (float)s->ent_coef / (float)s->n;
+    double acc[4] = {0, 0, 0, 0}, sum_h = 0;
     float logp[MAX_ACTIONS], prob[MAX_ACTIONS];
     for (long b = b0; b < b1; b++) {
         const float *l = s->logits + b * s->logits_row;
@@ -119,38 +123,15 @@ static long loss_rows(const Loss *s, long b0, long b1, double *sums) {
         }
         const int64_t act = s->action[b * s->action_stride];
         if (act < 0 || act >= s->actions) return b;
-        const float logratio = logp[act] - s->oldlogp[b * s->oldlogp_stride];
-        const float ratio = expf(logratio);
-        const float adv = s->adv[b * s->adv_stride];
-        const float clipped = ratio < 1.0f - c ? 1.0f - c : (ratio > 1.0f + c ? 1.0f + c : ratio);
-        const float pg1 = -adv * ratio, pg2 = -adv * clipped;
-        sum_pg += pg1 > pg2 ? pg1 : pg2;
-
-        const float v = s->value[b * s->value_stride], ret = s->ret[b * s->ret_stride];
-        const float diff = v - ret, v_unclipped = diff * diff;
-        float v_max = v_unclipped, grad_v = diff;
-        if (s->clip_vloss) {
-            const float oldv = s->oldv[b * s->oldv_stride], delta = v - oldv;
-            const float delta_c = delta < -c ? -c : (delta > c ? c : delta);
-            const float diff_clipped = (oldv + delta_c) - ret;
-            const float v_clipped = diff_clipped * diff_clipped;
-            v_max = v_unclipped > v_clipped ? v_unclipped : v_clipped;
-            if (!(v_unclipped >= v_clipped)) grad_v = fabsf(delta) > c ? 0.0f : diff_clipped;
-        }
-        sum_v += v_max;
+        const float g = ppo_row_terms(s, b, logp[act], acc);
         sum_h += h;
-        sum_kl += (ratio - 1.0f) - logratio;
-        sum_clip += fabsf(ratio - 1.0f) > c;
-        s->grad_value[b * s->grad_value_stride] = grad_v * vf_scale;
-
-        const float g = (pg1 < pg2 ? 0.0f : pg1) * inv_n;
         float *gl = s->grad_logits + b * s->grad_row;
         for (long a = 0; a < s->actions; a++) {
             const float p = prob[a];
             gl[a * s->grad_col] = ent_scale * (p * logp[a] + p * h) - g * p + (a == act ? g : 0.0f);
         }
     }
-    sums[0] = sum_pg, sums[1] = sum_v, sums[2] = sum_h, sums[3] = sum_kl, sums[4] = sum_clip;
+    sums[0] = acc[0], sums[1] = acc[1], sums[2] = sum_h, sums[3] = acc[2], sums[4] = acc[3];
     return -1;
 }
 
