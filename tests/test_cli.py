@@ -391,6 +391,26 @@ def test_resume_accepts_matching_explicit_flags(tmp_path: Path, finished_run: Pa
     assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 4 * BATCH
 
 
+def test_a_resumed_run_counts_the_steps_this_process_ran(
+    tmp_path: Path, finished_run: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The summary line divides this process's steps by this process's time, not the global
+    step (the issue's "999,424 steps in 3.23s" after a resume)."""
+    run_dir = shutil.copytree(finished_run, tmp_path / "copy")
+    capsys.readouterr()
+    argv = ["train", "--resume", str(run_dir), "--total-steps", str(5 * BATCH), "--no-progress"]
+    assert main(argv) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["global_step"] == 5 * BATCH and summary["steps_this_run"] == 2 * BATCH
+    expected = f"\n{2 * BATCH:,} steps this run (global step {5 * BATCH:,}) in "
+    assert expected in capsys.readouterr().out
+
+
+def test_a_fresh_run_counts_every_step_as_this_runs(finished_run: Path) -> None:
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert summary["steps_this_run"] == summary["global_step"] == 3 * BATCH
+
+
 def test_env_options_add_to_the_presets_and_override_only_the_keys_they_name() -> None:
     from rlperf.cli import build_parser, config_from_args
 

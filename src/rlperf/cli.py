@@ -55,7 +55,7 @@ _CHECKING = ContextVar("rlperf_checking", default=False)
 USAGE_ERRORS = (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)
 
 # Modules that add subcommands; each has ``register(subparsers)``.
-COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands")
+COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands", "rlperf.run.evaluate")
 
 # Settings that may change when resuming; any other explicit flag must match the checkpoint.
 RESUMABLE_OVERRIDES = {
@@ -402,12 +402,13 @@ def build_trainer(
 
 # -- train -------------------------------------------------------------------------------
 def print_summary(summary: dict[str, Any], rows_title: str = "Where the time went") -> None:
+    """The end of a run on stdout: steps, time, SPS and return, then where the time went."""
     from rlperf.profiling import get_profiler
     from rlperf.timing.breakdown import build_rows, render
 
     ret = summary["mean_return_last_100"]
     print(
-        f"\n{summary['global_step']:,} steps in {summary['wall_s']:.2f}s | "
+        f"\n{steps_line(summary)} in {summary['wall_s']:.2f}s | "
         f"SPS {summary['sps_cumulative']:,.0f} cumulative (after warm-up), "
         f"{summary['sps']:,.0f} windowed | mean return (last 100) "
         f"{'n/a' if ret is None else f'{ret:.1f}'} over {summary['episodes']} episodes\n"
@@ -422,6 +423,16 @@ def print_summary(summary: dict[str, Any], rows_title: str = "Where the time wen
         contended = contention_line(summary["telemetry"], usable_cores())
         if contended:
             print(contended + one_thread_share(summary.get("threads_used")))
+
+
+def steps_line(summary: dict[str, Any]) -> str:
+    """``491,520 steps``, or after a resume ``8,192 steps this run (global step 499,712)``:
+    the steps this process ran, which its wall time is the time of."""
+    global_step = int(summary["global_step"])
+    this_run = int(summary.get("steps_this_run", global_step))  # older summaries lack it
+    if this_run == global_step:
+        return f"{global_step:,} steps"
+    return f"{this_run:,} steps this run (global step {global_step:,})"
 
 
 def one_thread_share(threads_used: dict[str, Any] | None) -> str:

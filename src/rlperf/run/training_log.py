@@ -77,6 +77,8 @@ class TrainingLog:
         """Start the clocks (call right before the first iteration)."""
         self.t_start = time.perf_counter()
         self.meter.start(self.t_start, global_step)
+        # A resumed run starts at its checkpoint's step: this process ran only what follows.
+        self.start_step = self.global_step = global_step
         # The profiler may be shared (the process-wide one): report this run's share only.
         self._sections_at_start = self._sections_logged = self.prof.snapshot_ns()
         if self.timer is not None:
@@ -86,7 +88,7 @@ class TrainingLog:
 
     def row(self, iteration: int, global_step: int, fields: dict[str, Any]) -> dict[str, Any]:
         """The iteration's metrics row: ``fields`` with SPS and section seconds, written out."""
-        self.iteration = iteration
+        self.iteration, self.global_step = iteration, global_step
         now = time.perf_counter()
         self.meter.tick(now, global_step)
         self.wall_s = now - self.t_start
@@ -118,9 +120,13 @@ class TrainingLog:
         return self.meter.counted_steps, self.meter.counted_s
 
     def close(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """The run's summary: ``fields`` with SPS, wall time and section totals; written out."""
+        """The run's summary: ``fields`` with SPS, wall time, section totals and
+        ``steps_this_run`` (the steps this process ran in that wall time: after a resume, the
+        global step less the checkpoint's); written out."""
         self.bar.close()
+        last_step = int(fields.get("global_step", self.global_step))
         summary = {
+            "steps_this_run": last_step - self.start_step,
             "sps": self.meter.windowed_sps(),
             "sps_cumulative": self.meter.cumulative_sps(),
             "sps_counted_steps": self.meter.counted_steps,
