@@ -472,6 +472,16 @@ def test_ctrl_c_writes_the_summary_and_exits_130(
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["iteration"] == 2
 
 
+def test_help_says_the_policy_follows_the_env(capsys: pytest.CaptureFixture) -> None:
+    """--env grid takes the CNN without --policy: --help must not promise the mlp."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    policy_help = text[text.index("--policy NAME policy:") :][:200]
+    assert "(default: the env's: mlp for flat observations, cnn for images" in policy_help
+    assert "(default: mlp)" not in policy_help
+
+
 @pytest.mark.parametrize(
     "flags, kind",
     [([], "mlp"), (["--env", "grid"], "cnn"), (["--env", "catch"], "cnn"),
@@ -482,7 +492,7 @@ def test_ctrl_c_writes_the_summary_and_exits_130(
 def test_without_policy_the_env_gets_one_that_reads_its_observations(
     flags: list[str], kind: str
 ) -> None:
-    """README's ``rlperf train --env grid --vec-backend multiprocess ...`` names no policy: the
+    """``rlperf train --env grid --vec-backend multiprocess ...`` names no policy: the
     grid's images take the CNN rather than failing on the default MLP; a given one stays."""
     from rlperf.cli import build_parser, config_from_args
 

@@ -54,6 +54,11 @@ _CHECKING = ContextVar("rlperf_checking", default=False)
 # Bad input a user can fix: one line, status 2.
 USAGE_ERRORS = (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)
 
+# --policy's default as fit_policy_to_env chooses it: the preset's "mlp" is where it starts.
+POLICY_DEFAULT = (
+    "the env's: mlp for flat observations, cnn for images; a --preset's own where it fits"
+)
+
 # Modules that add subcommands; each has ``register(subparsers)``.
 COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands", "rlperf.run.evaluate")
 
@@ -129,7 +134,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
                 kwargs["metavar"] = "NAME"
             if name == "precision":
                 kwargs["choices"] = PRECISIONS
-        group.add_argument(flag, help=f"{help_text} (default: {default_value})", **kwargs)
+        default_text = POLICY_DEFAULT if name == "kind" else default_value
+        group.add_argument(flag, help=f"{help_text} (default: {default_text})", **kwargs)
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
