@@ -94,6 +94,7 @@ setup(
         kernel("rlperf.ppo._loss_cpu", "src/rlperf/ppo/_loss_cpu.c", []),
         kernel("rlperf.ppo._mlp_update_cpu", "src/rlperf/ppo/_mlp_update_cpu.c", ["m"]),
         kernel("rlperf.ppo._rollout_cpu", "src/rlperf/ppo/_rollout_cpu.c", ["m"], EXACT_ARGS),
+        kernel("rlperf.envs._normalize_cpu", "src/rlperf/envs/_normalize_cpu.c", ["m"], EXACT_ARGS),
     ],
     cmdclass={"build_ext": BuildKernels},
 )

@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import NormalizeObservation, NormalizeReward
 from gymnasium.wrappers import vector as vector_wrappers
 
+from rlperf import native
 from rlperf.envs.normalize import Normalizer, RunningStats
 
 GAMMA = 0.99
@@ -149,3 +150,45 @@ def test_per_row_update_equals_one_sample_batches() -> None:
     for i, ref in enumerate(refs):
         np.testing.assert_allclose(ours.mean[i], ref.mean, rtol=1e-12)
         np.testing.assert_allclose(ours.var[i], ref.var, rtol=1e-12)
+
+
+@pytest.mark.skipif(
+    not native.normalize_available(), reason="the normalisation kernel is not built"
+)
+@pytest.mark.parametrize("per_env", [False, True], ids=["shared", "per-env"])
+@pytest.mark.parametrize("num_envs", [1, 3, 16])
+@pytest.mark.parametrize("parts", [(True, True), (True, False), (False, True)],
+                         ids=["both", "obs", "reward"])  # fmt: skip
+def test_the_kernel_is_the_numpy_step(per_env: bool, num_envs: int, parts) -> None:
+    """envs/_normalize_cpu.c against the numpy arithmetic it replaces, over a stream with
+    terminations, truncations and final observations: the same statistics, returns,
+    observations and rewards (float64 sums in another order at most: 1e-12)."""
+    rng = np.random.default_rng(num_envs)
+    kw = {"obs": parts[0], "reward": parts[1], "per_env": per_env, "clip_obs": 3.0,
+          "clip_reward": 2.0}  # fmt: skip
+    fast, slow = Normalizer(num_envs, (5,), GAMMA, **kw), Normalizer(num_envs, (5,), GAMMA, **kw)
+    slow.kernel = False
+    first = rng.normal(size=(num_envs, 5))
+    np.testing.assert_array_equal(fast.reset(first), slow.reset(first))
+    for t in range(60):
+        obs = rng.normal(size=(num_envs, 5)) * 4 + 2
+        rewards = rng.normal(size=num_envs) * 10
+        term, trunc = rng.random(num_envs) < 0.1, rng.random(num_envs) < 0.05
+        final = rng.normal(size=(num_envs, 5))
+        infos_a = {"final_obs": final.copy(), "_final_obs": term | trunc}
+        infos_b = {"final_obs": final.copy(), "_final_obs": term | trunc}
+        if t == 40:
+            fast.training = slow.training = False
+        a = fast.step(obs.copy(), rewards.copy(), term, trunc, infos_a)
+        b = slow.step(obs.copy(), rewards.copy(), term, trunc, infos_b)
+        tol = {"rtol": 1e-12, "atol": 1e-12}
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-6, atol=1e-6, err_msg=f"obs, step {t}")
+        assert a[0].dtype == b[0].dtype
+        np.testing.assert_allclose(a[1], b[1], **tol, err_msg=f"rewards, step {t}")
+        np.testing.assert_allclose(a[2]["final_obs"], b[2]["final_obs"], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(fast.returns, slow.returns, **tol)
+    for key in ("obs", "return"):
+        sa, sb = fast.state_dict()[key], slow.state_dict()[key]
+        assert (sa is None) == (sb is None)
+        for name in () if sa is None else ("mean", "var", "count"):
+            np.testing.assert_allclose(sa[name], sb[name], rtol=1e-12, err_msg=f"{key} {name}")

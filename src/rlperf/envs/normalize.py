@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from rlperf import native
+
 
 class RunningStats:
     """Running mean and variance of rows of shape ``shape``: one set for the whole batch, or
@@ -49,7 +51,8 @@ class RunningStats:
 
     def update(self, x: np.ndarray, rows: np.ndarray | None = None) -> None:
         """Take a batch ``x`` (B, *shape); per row: each row of ``x`` is that row's one new
-        sample, and only ``rows`` (a bool mask (B,)) are taken when given."""
+        sample, and only ``rows`` (a bool mask (B,)) are taken when given. The arrays are
+        written in place: the normalisation kernel holds their addresses."""
         if self.per_row:
             # Chan's update with a batch of one sample per row: batch mean x, batch var 0.
             take = slice(None) if rows is None else rows
@@ -67,10 +70,20 @@ class RunningStats:
         batch_mean, batch_var, batch_count = x.mean(axis=0), x.var(axis=0), x.shape[0]
         delta = batch_mean - self.mean
         total = self.count + batch_count
-        self.mean = self.mean + delta * batch_count / total
         m2 = self.var * self.count + batch_var * batch_count
         m2 = m2 + np.square(delta) * self.count * batch_count / total
-        self.var, self.count = m2 / total, total
+        self.mean[...] = self.mean + delta * batch_count / total
+        self.var[...], self.count[...] = m2 / total, total
+
+    def flat(self, features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean, var, count) as views with the feature axes flattened to ``features`` (the
+        normalisation kernel's layout: per row (R, F), (R, F), (R, 1); shared (F,), (F,), (1,);
+        a set of scalars as it is)."""
+        lead = self.mean.shape[:1] if self.per_row else ()
+        if self.mean.ndim == len(lead):  # scalars: (R,) or ()
+            return self.mean, self.var, self.count
+        shape = lead + (features,)
+        return self.mean.reshape(shape), self.var.reshape(shape), self.count.reshape(lead + (1,))
 
     def state_dict(self) -> dict[str, np.ndarray]:
         # np.array: a 0-d statistic becomes a numpy scalar after an update; a checkpoint takes
@@ -85,7 +98,7 @@ class RunningStats:
                     f"normalisation {key} has shape {value.shape}, this run needs "
                     f"{getattr(self, key).shape}"
                 )
-            setattr(self, key, value.copy())
+            getattr(self, key)[...] = value  # in place: see update()
 
 
 class Normalizer:
@@ -123,6 +136,12 @@ class Normalizer:
         self.return_stats = RunningStats((), rows) if reward else None
         self.returns = np.zeros(num_envs, dtype=np.float64)
         self.training = True
+        self.per_env = per_env
+        self.features = int(np.prod(obs_shape))
+        # The one-call step (envs/_normalize_cpu.c) where it is built: ~25 us of numpy
+        # operations a step at one env, against a few. ``kernel = False`` keeps numpy's.
+        self.kernel = native.normalize_available()
+        self._bound: native.NormalizeKernel | None = None
 
     def normalize_obs(self, obs: np.ndarray, update: bool) -> np.ndarray:
         """``obs`` (num_envs, ...) normalised as float32 (the statistics updated first when
@@ -152,10 +171,12 @@ class Normalizer:
     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """One step's observations and rewards normalised; ``infos["final_obs"]`` too, with the
         statistics as they are after this step's update (not updated by it)."""
+        if self.kernel:
+            return self._step_native(obs, rewards, terminations, truncations, infos)
         stats = self.return_stats
         if stats is not None:
             # The discounted return: gymnasium's vector NormalizeReward, SAME_STEP autoreset.
-            self.returns = self.returns * self.gamma * (1.0 - terminations) + rewards
+            self.returns[...] = self.returns * self.gamma * (1.0 - terminations) + rewards
             if self.training:
                 stats.update(self.returns)
             rewards = rewards / np.sqrt(stats.var + self.epsilon)
@@ -167,6 +188,36 @@ class Normalizer:
         if self.obs_stats is not None and final is not None and final.dtype != object:
             infos["final_obs"] = self.normalize_obs(final, update=False)
         return obs, rewards, infos
+
+    def _step_native(
+        self,
+        obs: np.ndarray,
+        rewards: np.ndarray,
+        terminations: np.ndarray,
+        truncations: np.ndarray,
+        infos: dict[str, Any],
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`step` in one kernel call (envs/_normalize_cpu.c): the same arithmetic. The
+        arrays returned are the kernel's buffers, valid until the next step (the trainer copies
+        them into its rollout buffer first, as it does the env workers' views)."""
+        bound = self._bound
+        if bound is None:
+            obs_stats, ret_stats = self.obs_stats, self.return_stats
+            bound = self._bound = native.NormalizeKernel(
+                self.num_envs, self.features, self.per_env,
+                None if obs_stats is None else obs_stats.flat(self.features),
+                None if ret_stats is None else ret_stats.flat(1), self.returns,
+            )  # fmt: skip
+        obs_out, rewards = bound.step(
+            obs, rewards, terminations, truncations, self.training, self.gamma, self.epsilon,
+            self.clip_obs, self.clip_reward,
+        )  # fmt: skip
+        if self.obs_stats is None:
+            return obs, rewards, infos
+        final = infos.get("final_obs") if infos else None
+        if final is not None and final.dtype != object:
+            infos["final_obs"] = self.normalize_obs(final, update=False)
+        return obs_out.reshape(obs.shape), rewards, infos
 
     def state_dict(self) -> dict[str, Any]:
         """The statistics and the running discounted returns (a checkpoint's ``normalizer``)."""
@@ -182,9 +233,9 @@ class Normalizer:
             saved = state.get(name)
             if (saved is None) != (stats is None):
                 raise ValueError(f"the checkpoint's {name} normalisation does not match this run")
-            if stats is not None:
+            if stats is not None and saved is not None:
                 stats.load_state_dict(saved)
         returns = np.asarray(state["returns"], dtype=np.float64)
         if returns.shape != self.returns.shape:
             raise ValueError(f"normalisation returns have shape {returns.shape}")
-        self.returns = returns.copy()
+        self.returns[...] = returns  # in place: the kernel holds its address
