@@ -43,9 +43,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
@@ -164,7 +168,8 @@ def _numeric_infos(infos: dict[str, Any], rows: int) -> dict[str, InfoField]:
 
 def _context() -> multiprocessing.context.BaseContext:
     """The forkserver context; its server is started with one OpenMP/BLAS thread so that the
-    numpy it preloads (and every worker forked from it) never starts a thread pool."""
+    numpy it preloads (and every worker forked from it) never starts a thread pool, and with
+    SIGTERM ignored (:func:`_sigterm_ignored_in_children`)."""
     ctx = multiprocessing.get_context(START_METHOD)
     ctx.set_forkserver_preload(["rlperf.envs.workers.worker", "rlperf.envs"])
     saved = {name: os.environ.get(name) for name in worker.THREAD_VARS}
@@ -172,7 +177,8 @@ def _context() -> multiprocessing.context.BaseContext:
     try:
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        with _sigterm_ignored_in_children():
+            forkserver.ensure_running()
     finally:
         for name, value in saved.items():
             if value is None:
@@ -180,6 +186,29 @@ def _context() -> multiprocessing.context.BaseContext:
             else:
                 os.environ[name] = value
     return ctx
+
+
+@contextmanager
+def _sigterm_ignored_in_children() -> Iterator[None]:
+    """Inside: processes started here ignore SIGTERM, and this one loses none that arrives.
+
+    The forkserver ignores SIGINT but not SIGTERM, which reaches the whole process group
+    (``timeout``, SLURM, torch's agent): its death would end every worker's sentinel while the
+    trainer finishes its iteration. An ignored signal stays ignored across exec (a blocked one
+    does not: the server's mask is reset). Blocked here meanwhile, a SIGTERM arriving inside
+    stays pending (Linux queues a blocked signal even while it is ignored) and reaches this
+    process's own handler when the mask is restored.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signal() is main-only
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    handler = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class MultiprocessVecEnv(VectorEnv):
@@ -722,7 +751,7 @@ class MultiprocessVecEnv(VectorEnv):
             raise EnvClosedError("the env is closed: build a new MultiprocessVecEnv")
 
     def close(self, **kwargs: Any) -> None:
-        """Stop every worker (end-of-file on its command pipe, then terminate, then kill);
+        """Stop every worker (end-of-file on its command pipe, then kill);
         ``closed`` is then True and a second call does nothing."""
         if self.closed:
             return
@@ -933,11 +962,9 @@ def _shutdown(processes: list[Any], commands: list[Connection], results: list[Co
         process.join(max(deadline - time.monotonic(), 0.0))
     for process in processes:
         if process.is_alive():
-            process.terminate()
-            process.join(JOIN_TIMEOUT_S)
-        if process.is_alive():
-            # SIGKILL cannot be ignored, but the exit status comes through the forkserver: a
-            # bounded join, so that a forkserver that is itself gone cannot hang close().
+            # Not terminate(): workers ignore SIGTERM (worker.run). SIGKILL cannot be ignored,
+            # but the exit status comes through the forkserver: a bounded join, so that a
+            # forkserver that is itself gone cannot hang close().
             process.kill()
             process.join(JOIN_TIMEOUT_S)
     for conn in (*results, *controls):

@@ -140,8 +140,11 @@ def run(args: WorkerArgs) -> None:
     _die_with_parent()
     if os.getppid() != ppid:  # the parent died before the death signal was armed
         return
-    # Ctrl-C reaches the whole process group; the parent handles it and closes the workers.
+    # Ctrl-C reaches the whole process group, and so does a job's SIGTERM (timeout, SLURM, a
+    # launcher's killpg); the trainer finishes its iteration, which needs the workers, and
+    # then closes them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _one_thread()
     if args.core is not None:
         os.sched_setaffinity(0, {args.core})
