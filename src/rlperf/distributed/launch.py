@@ -18,6 +18,7 @@ that killed it (:func:`describe_failure`).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
@@ -42,13 +43,14 @@ from rlperf.distributed.group import (
     resolve_backend,
 )
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_FAILED, EXIT_USAGE = 1, 2
 # What each rank runs after the interpreter, before the command line: the package's entry point.
 # (Tests point it at a script that injects faults before calling the same ``main``.)
 RANK_ENTRY: tuple[str, ...] = ("-m", "rlperf")
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
-# Set by rlperf's launcher for its ranks: a rank stopped by Ctrl-C exits 0 under it (see run()).
+# Set by rlperf's launcher for its ranks: a rank stopped by Ctrl-C or SIGTERM exits 0 under it
+# (see run()).
 LAUNCHER_ENV = "RLPERF_LAUNCHER"
 
 
@@ -159,6 +161,12 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
 
 
 # -- the launcher side ---------------------------------------------------------------------
+# The signals the launcher passes on to its ranks (forwarded_stops) instead of the agent's
+# handling; the agent keeps the rest of its default set (SIGHUP, SIGQUIT).
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+AGENT_SIGNALS = "SIGHUP,SIGQUIT"
+
+
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     """Start ``python -m rlperf <argv>`` on ``args.nproc`` ranks (here; ``args.nnodes``
     machines in all) and wait; on failure print one line and return 1 (2 for bad input)."""
@@ -170,6 +178,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     agent_log.addHandler(logging.NullHandler())
     agent_log.propagate = False
     endpoint = args.rdzv_endpoint or "localhost:0"
+    agent_options = agent_signal_options(LaunchConfig)
     config = LaunchConfig(
         min_nodes=args.nnodes,
         max_nodes=args.nnodes,
@@ -181,68 +190,103 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         max_restarts=args.max_restarts,
         monitor_interval=0.1,
         start_method="spawn",
-        # The signals the agent turns into SignalException: its default less SIGINT, which
-        # forwarded_ctrl_c() passes on to the ranks instead.
-        signals_to_handle="SIGTERM,SIGHUP,SIGQUIT",
+        **agent_options,
     )
-    with forwarded_ctrl_c() as ctrl_c:
+    with forwarded_stops(replace_agent_handler=not agent_options) as stops:
         try:
             elastic_launch(config, sys.executable)(*RANK_ENTRY, *argv)
-        except KeyboardInterrupt:  # before any rank started (forwarded_ctrl_c)
+        except KeyboardInterrupt:  # before any rank started (forwarded_stops)
             print("\nrlperf: interrupted before the ranks started; nothing written",
                   file=sys.stderr)  # fmt: skip
-            return EXIT_INTERRUPTED
+            return stops.status()
         except ChildFailedError as e:
-            if ctrl_c.count:  # a second Ctrl-C stopped the ranks mid-iteration: no one's fault
-                return EXIT_INTERRUPTED
+            # A second signal stopped the ranks mid-iteration, or one stopped a rank before its
+            # training began: no one's fault.
+            if stops.count:
+                return stops.status()
             line, code = describe_failure(e.failures)
             if line is not None:
                 print(f"rlperf: error: {line}", file=sys.stderr)
             return code
-    return EXIT_INTERRUPTED if ctrl_c.count else 0
+    return stops.status() if stops.count else 0
 
 
-class _CtrlC:
-    """How many Ctrl-Cs the launcher passed on to its ranks."""
+def agent_signal_options(launch_config: type) -> dict[str, Any]:
+    """``LaunchConfig``'s argument that keeps the agent off :data:`FORWARDED_SIGNALS`, where
+    this torch's ``LaunchConfig`` takes one (``signals_to_handle``; not yet in 2.9); the
+    agent of an older one installs its handler on every signal (:func:`forwarded_stops`)."""
+    if "signals_to_handle" in inspect.signature(launch_config).parameters:
+        return {"signals_to_handle": AGENT_SIGNALS}
+    return {}
+
+
+class _Stops:
+    """Which signal (SIGINT, SIGTERM) the launcher passed on to its ranks, and how often."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.signum = int(signal.SIGINT)
+
+    def status(self) -> int:
+        """The launcher's exit status: 128 + the first signal (130 Ctrl-C, 143 SIGTERM)."""
+        return 128 + self.signum
 
 
 @contextmanager
-def forwarded_ctrl_c() -> Iterator[_CtrlC]:
-    """Inside: Ctrl-C reaches the ranks as a Ctrl-C of their own, and nothing else happens.
+def forwarded_stops(replace_agent_handler: bool = False) -> Iterator[_Stops]:
+    """Inside: Ctrl-C or SIGTERM reaches the ranks as the same signal, and nothing else happens.
 
-    The agent starts each rank in a session of its own, so the terminal's Ctrl-C reaches only
-    the launcher; the agent's own handler (left out of ``signals_to_handle`` in :func:`run`)
-    would raise SignalException, send SIGINT to the ranks, kill them after its shutdown timeout
-    and end in a traceback. Instead, each SIGINT is passed
-    on to the ranks (the first makes them finish the iteration, checkpoint it and stop; a second
-    stops them at once) and the agent sees them end: a rank stopped by Ctrl-C exits 0 under
-    this launcher (:func:`interrupted_status`), so the agent neither restarts it
-    (``--max-restarts``) nor reports a failure, and :func:`run` returns 130.
+    The agent starts each rank in a session of its own, so the terminal's Ctrl-C, or a SIGTERM
+    from a job scheduler, reaches only the launcher; the agent's own handler would raise
+    SignalException, send the signal to the ranks, kill them after its shutdown timeout and end
+    in a traceback. Instead, each such signal is passed on to the ranks (the first makes them
+    finish the iteration, checkpoint it and stop; a second stops them at once) and the agent
+    sees them end: a rank stopped so exits 0 under this launcher (:func:`interrupted_status`),
+    so the agent neither restarts it (``--max-restarts``) nor reports a failure, and
+    :func:`run` returns 130 (Ctrl-C) or 143 (SIGTERM).
+
+    Args:
+        replace_agent_handler: torch's ``LaunchConfig`` cannot leave these signals out of the
+            agent's set (:func:`agent_signal_options`): the handler the agent installs when it
+            starts the ranks forwards them too, and keeps the agent's own way for the rest.
     """
     import psutil
+    from torch.distributed.elastic.multiprocessing import api as agent_api
 
-    state = _CtrlC()
+    state = _Stops()
     me = psutil.Process()
 
     def forward(signum: int, frame: Any) -> None:
         ranks = [p for p in me.children() if _own_session(p.pid)]
+        if not state.count:
+            state.signum = signum
         if not ranks:  # still in the rendezvous: nothing to finish
             raise KeyboardInterrupt
         state.count += 1
         for rank in ranks:
             with suppress(ProcessLookupError):
-                os.kill(rank.pid, signal.SIGINT)
+                os.kill(rank.pid, signum)
+
+    agent_handler = agent_api._terminate_process_handler
+
+    def agent_or_forward(signum: int, frame: Any) -> None:
+        if signum in FORWARDED_SIGNALS:
+            forward(signum, frame)
+        else:
+            agent_handler(signum, frame)
 
     saved_env = os.environ.get(LAUNCHER_ENV)
     os.environ[LAUNCHER_ENV] = "1"
-    previous = signal.signal(signal.SIGINT, forward)
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    if replace_agent_handler:
+        # PContext.start installs this module attribute, looked up by name, on each signal.
+        agent_api._terminate_process_handler = agent_or_forward
     try:
         yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        agent_api._terminate_process_handler = agent_handler
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         if saved_env is None:
             os.environ.pop(LAUNCHER_ENV, None)
         else:
@@ -258,9 +302,12 @@ def _own_session(pid: int) -> bool:
 
 
 def interrupted_status() -> int:
-    """The exit status of a rank (or a run) stopped by Ctrl-C: 130, but 0 for a rank under
-    rlperf's launcher, which reports the 130 itself (:func:`forwarded_ctrl_c`)."""
-    return 0 if os.environ.get(LAUNCHER_ENV) and launched_rank() else EXIT_INTERRUPTED
+    """The exit status of a rank (or a run) stopped by Ctrl-C or SIGTERM: 130 or 143
+    (:func:`~rlperf.run.interrupt.stop_status`), but 0 for a rank under rlperf's launcher,
+    which reports the status itself (:func:`forwarded_stops`)."""
+    from rlperf.run.interrupt import stop_status
+
+    return 0 if os.environ.get(LAUNCHER_ENV) and launched_rank() else stop_status()
 
 
 def describe_failure(failures: dict[int, Any]) -> tuple[str | None, int]:
