@@ -10,6 +10,9 @@ Shapes: ``B`` environments (or samples), ``T`` steps. Observations arrive in the
   policy zeroes its state there *before* using it. Returns actions, their log-probabilities
   (B,), values (B,) and the next state.
 - ``value(obs, state, done)``: the critic alone (bootstrap values), (B,).
+- ``actor_output(obs, state, done)``: the actor's raw output (B, num_outputs) and the next
+  state, as ``act`` computes them before sampling; ``act_mode`` turns it into the
+  distribution's most likely actions (deterministic evaluation, ``rlperf eval``).
 - ``acting()``: a context manager around a stretch of ``act`` / ``value`` calls during which
   the parameters do not change (the trainer's rollout). A policy may derive weights for fast
   inference once on entry (the LSTM's fused rollout step); outside it ``act`` stays correct,
@@ -84,6 +87,28 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
+
+    def actor_output(
+        self, obs: torch.Tensor, state: State, done: torch.Tensor | None
+    ) -> tuple[torch.Tensor, State]:
+        """The actor's raw output (B, num_outputs) for ``obs`` (B, ...), and the next state,
+        as :meth:`act` computes them before sampling (``done`` as ``act``'s); no gradients."""
+        raise NotImplementedError(f"{type(self).__name__} does not give its actor output")
+
+    @torch.no_grad()
+    def act_mode(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        done: torch.Tensor | None,
+        action_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, State]:
+        """The most likely actions and the next state: :meth:`act` without sampling, for
+        deterministic evaluation (``rlperf eval --deterministic``). Actions as ``act``'s: the
+        Gaussian's mean (Box, unclipped), the argmax of the allowed logits (Discrete; per
+        component for MultiDiscrete); see :func:`~rlperf.policies.distributions.mode`."""
+        out, state = self.actor_output(obs, state, done)
+        return distributions.mode(self.spec.action, out, action_mask), state
 
     def evaluate(
         self,
@@ -169,6 +194,12 @@ class FeedForwardActorCritic(ActorCritic):
     @torch.no_grad()
     def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
         return self.heads(obs)[1]
+
+    @torch.no_grad()
+    def actor_output(
+        self, obs: torch.Tensor, state: State, done: torch.Tensor | None
+    ) -> tuple[torch.Tensor, State]:
+        return self.heads(obs)[0], state
 
     def evaluate(
         self,

@@ -231,6 +231,13 @@ class ConvLSTMActorCritic(ActorCritic):
         feats, _ = self.features(obs.unsqueeze(0), state, _seq(done))
         return self.out.value(feats)
 
+    @torch.no_grad()
+    def actor_output(
+        self, obs: torch.Tensor, state: State, done: torch.Tensor | None
+    ) -> tuple[torch.Tensor, State]:
+        feats, state = self.features(obs.unsqueeze(0), state, _seq(done))
+        return self.out(feats)[0], state
+
     def evaluate(
         self,
         obs_seq: torch.Tensor,

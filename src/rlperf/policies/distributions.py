@@ -91,6 +91,22 @@ def sample(
     return torch.stack(actions_list, dim=-1), logprob
 
 
+@torch.no_grad()
+def mode(spec: ActionSpec, out: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The most likely action of the distribution over the actor output ``out`` (B,
+    num_outputs), as :func:`sample` reads it: the Gaussian's mean for Box actions, the argmax
+    of the allowed logits for Discrete, each component's for MultiDiscrete (deterministic
+    evaluation; ties go to the lowest index).
+
+    Returns:
+        (B,) int64 (Discrete), (B, k) int64 (MultiDiscrete) or (B, d) float (Box).
+    """
+    if not spec.discrete:
+        return _full_precision(out)
+    modes = [_masked(logits, m).argmax(-1) for logits, m in _components(spec, out, mask)]
+    return modes[0] if spec.kind == "discrete" else torch.stack(modes, dim=-1)
+
+
 def log_prob_entropy(
     spec: ActionSpec,
     out: torch.Tensor,

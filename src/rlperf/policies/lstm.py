@@ -368,6 +368,18 @@ class LSTMActorCritic(ActorCritic):
         return actions, logprob, out[:, k], (h, c)
 
     @torch.no_grad()
+    def actor_output(
+        self, obs: torch.Tensor, state: State, done: torch.Tensor | None
+    ) -> tuple[torch.Tensor, State]:
+        k = self.out.num_outputs
+        if self.analytic:  # act's own arithmetic, as value's: the same states step by step
+            out, state, _, _ = self._compiled_act(obs, state, done, None, False)
+            return out[:, :k], state
+        h, c = self._torch_step(obs, state, done)
+        out = torch.addmm(self.out.linear.bias, h, self.out.linear.weight.T)
+        return out[:, :k], (h, c)
+
+    @torch.no_grad()
     def value(self, obs: torch.Tensor, state: State, done: torch.Tensor | None) -> torch.Tensor:
         if self.analytic:  # the rollout's own arithmetic, so bootstrap values match act's
             out, _, _, _ = self._compiled_act(obs, state, done, None, False)

@@ -63,24 +63,31 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(run_dir: Path) -> dict[str, Any]:
-    """Load ``run_dir/checkpoint.pt``; raise :class:`CheckpointError` with a one-line reason."""
+def load_checkpoint(run_dir: Path, purpose: str = "resume") -> dict[str, Any]:
+    """Load ``run_dir/checkpoint.pt``; raise :class:`CheckpointError` with a one-line reason
+    that starts ``cannot <purpose>:`` (``resume``; ``evaluate`` for ``rlperf eval``)."""
     path = Path(run_dir) / CHECKPOINT_NAME
+    cannot = f"cannot {purpose}"
     if not path.is_file():
-        raise CheckpointError(f"cannot resume: no {CHECKPOINT_NAME} in {run_dir}")
+        raise CheckpointError(f"{cannot}: no {CHECKPOINT_NAME} in {run_dir}")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError as e:  # the file, not its content (permissions, I/O)
-        raise CheckpointError(f"cannot resume: cannot read {path} ({first_line(e)})") from e
-    except Exception as e:  # torch raises many types for a corrupt or foreign file
-        # Not torch's own message: it advises loading with weights_only=False, which would
-        # run whatever the file's pickle holds, and cannot make a torn file whole anyway.
-        raise CheckpointError(
-            f"cannot resume: {path} is corrupt or truncated (torch cannot read it as a "
-            "checkpoint): restore it from a copy, or start the run afresh with --overwrite"
-        ) from e
+        file = path.open("rb")  # opened apart from torch.load: its errors are the content's
+    except OSError as e:  # the file, not its content (permissions)
+        raise CheckpointError(f"{cannot}: cannot read {path} ({first_line(e)})") from e
+    with file:
+        try:
+            payload = torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch raises many types for a corrupt or foreign file
+            # (a torn zip archive: OSError EINVAL). Not torch's own message: it advises
+            # loading with weights_only=False, which would run whatever the file's pickle
+            # holds, and cannot make a torn file whole anyway.
+            afresh = ", or start the run afresh with --overwrite" if purpose == "resume" else ""
+            raise CheckpointError(
+                f"{cannot}: {path} is corrupt or truncated (torch cannot read it as a "
+                f"checkpoint): restore it from a copy{afresh}"
+            ) from e
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"cannot resume: {path} is not an {CHECKPOINT_FORMAT} checkpoint")
+        raise CheckpointError(f"{cannot}: {path} is not an {CHECKPOINT_FORMAT} checkpoint")
     return payload
 
 
