@@ -1,0 +1,129 @@
+"""MuJoCo's workload: ``--preset mujoco`` (CleanRL's continuous-action PPO) on HalfCheetah-v5.
+
+Each case skips, saying why, where gymnasium's MuJoCo envs are not installed (the ``mujoco``
+extra) or the commit predates the preset. The physics case is the floor every other env-step
+case is read against: MuJoCo's ``mj_step`` alone, the env's frame skip of substeps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core import HISTORY, QUICK, SEED, Case, CaseSkipped, Prepared, Workload
+from .training import continued_training
+
+ENV = "gym:HalfCheetah-v5"
+_history, _quick = {HISTORY}, {HISTORY, QUICK}
+
+
+def requires_mujoco() -> None:
+    """CaseSkipped without gymnasium's MuJoCo envs."""
+    try:
+        import gymnasium.envs.mujoco  # noqa: F401  # imports mujoco and imageio
+    except ImportError as e:
+        raise CaseSkipped(
+            f"gymnasium's MuJoCo envs are not installed ({e.name}): pip install 'rlperf[mujoco]'"
+        ) from e
+
+
+def preset_config(num_envs: int = 1, num_steps: int = 2048) -> Any:
+    """``--preset mujoco`` on :data:`ENV`, seeded, quiet, the learning rate fixed."""
+    requires_mujoco()
+    try:
+        from rlperf.config import preset
+
+        cfg = preset("mujoco")
+    except (ImportError, ValueError) as e:  # ConfigError: a commit without the preset
+        raise CaseSkipped(f"no mujoco preset in this commit ({e})") from e
+    cfg.env.env, cfg.env.num_envs, cfg.ppo.num_steps = ENV, num_envs, num_steps
+    cfg.run.seed, cfg.run.threads, cfg.run.progress = SEED, 1, False
+    cfg.ppo.anneal_lr = False
+    return cfg
+
+
+def physics_step(frames: int) -> Prepared:
+    """``frames`` steps of HalfCheetah-v5's physics alone: ``mj_step`` with its frame skip."""
+    requires_mujoco()
+    import gymnasium
+    import mujoco
+
+    sim: Any = gymnasium.make(ENV.removeprefix("gym:")).unwrapped  # a MujocoEnv
+    sim.reset(seed=SEED)
+    model, data, skip = sim.model, sim.data, sim.frame_skip
+
+    def run() -> None:
+        for _ in range(frames):
+            mujoco.mj_step(model, data, nstep=skip)
+
+    return Prepared(run, frames, "env_steps")
+
+
+def env_step(env: str, num_envs: int, backend: str) -> Prepared:
+    """One step of every env through rlperf's vector env: ``serial`` (gymnasium's envs in
+    the trainer's process) or ``workers`` (two worker processes)."""
+    requires_mujoco()
+    from .components import _env_step, _env_step_workers
+
+    if backend == "workers":
+        return _env_step_workers(env, num_envs, 2, num_envs)
+    return _env_step(env, num_envs)
+
+
+def gaussian_act(num_envs: int, impl: str) -> Prepared:
+    """One rollout step of the Gaussian MLP's policy: ``fused`` (the rollout kernel's step,
+    ``ppo/fused_rollout.py``) or ``torch`` (``MLPActorCritic.act``)."""
+    import torch
+
+    cfg = preset_config(num_envs)
+    from rlperf.ppo.trainer import Trainer
+
+    cfg.policy.fused_rollout = impl == "fused"
+    trainer = Trainer(cfg)
+    step, buf, policy = trainer.fused_step, trainer.buffer, trainer.policy
+    if impl == "fused":
+        if step is None:
+            raise CaseSkipped("the fused step does not apply here (kernel not built?)")
+        step.start_rollout(trainer.sample_gen)
+        return Prepared(lambda: step(0), num_envs, "samples")
+    obs, gen = buf.obs[0], torch.Generator().manual_seed(SEED)
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return policy.act(obs, (), None, None, gen)
+
+    return Prepared(run, num_envs, "samples")
+
+
+def update_epoch() -> Prepared:
+    """One epoch of the preset's update: 2048 samples in 32 minibatches of 64."""
+    from rlperf.ppo.trainer import Trainer
+
+    cfg = preset_config()
+    cfg.ppo.update_epochs = 1
+    trainer = Trainer(cfg)
+    trainer.collect()
+    trainer.compute_advantages()
+    return Prepared(trainer.update, cfg.ppo.num_steps, "samples")
+
+
+def e2e_train(env_steps: int, num_steps: int) -> Prepared:
+    """Continued training with the preset's settings, the rollout shortened to ``num_steps``
+    (and its minibatches to 4) for a call of ~0.1 s."""
+    cfg = preset_config(num_steps=num_steps)
+    cfg.ppo.num_minibatches = 4
+    return continued_training(cfg, env_steps)
+
+
+WORKLOAD = Workload(
+    "mujoco",
+    ENV,
+    e2e=Case("e2e_train", {"env_steps": 256, "num_steps": 256}, e2e_train),
+    cases=(
+        Case("physics_step", {"frames": 256}, physics_step, _history),
+        Case("env_step", {"env": ENV, "num_envs": 1, "backend": "serial"}, env_step, _quick),
+        Case("env_step", {"env": ENV, "num_envs": 2, "backend": "workers"}, env_step),
+        Case("policy_act_gaussian", {"num_envs": 1, "impl": "fused"}, gaussian_act, _quick),
+        Case("policy_act_gaussian", {"num_envs": 1, "impl": "torch"}, gaussian_act),
+        Case("update_epoch", {}, update_epoch, _history),
+    ),
+)
