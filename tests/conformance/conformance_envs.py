@@ -66,9 +66,26 @@ SKIP_ENV_FNS = (
     "builds its sub-envs from env functions (GenericTestEnv, custom spaces); rlperf builds envs "
     "by name in each worker, so an env function cannot be handed over"
 )
-SKIP_RENDER = "rlperf's vector envs declare no render modes (metadata['render_modes'] == [])"
 SKIP_NO_ENV = "tests a gymnasium helper on hand-made data; it constructs no env"
 SAME_STEP_REFUSED = "Expected autoreset_mode to be NEXT_STEP or DISABLED"
+
+
+def check_render(build: Any, name: str, options: dict[str, Any]) -> None:
+    """gymnasium's render test (``test_render_sync_vector``/``_async_vector``) on the envs
+    ``build(name, options)`` makes: one rendering ``rgb_array`` frames, then ``gym:CartPole-v1``
+    made without a render mode."""
+    envs = build(name, options)
+    assert envs.render_mode == "rgb_array"
+    envs.reset()
+    rendered_frames = envs.render()
+    assert isinstance(rendered_frames, tuple)
+    assert len(rendered_frames) == envs.num_envs
+    assert all(isinstance(frame, np.ndarray) for frame in rendered_frames)
+    envs.close()
+
+    envs = build("gym:CartPole-v1", {})
+    assert envs.render_mode is None
+    envs.close()
 
 
 def wrap_observations(wrapper_class: Any, env: VectorEnv, /, **kwargs: Any) -> Any:

@@ -4,8 +4,12 @@
 
 gymnasium's vector tests hand ``SyncVectorEnv`` env functions of a ``GenericTestEnv`` with the
 space under test; rlperf builds envs by name, so each space gets a registered gymnasium id
-(``gym:RlperfConformance/Space<i>-v0``) whose env samples its observations from the space and
-ends its episodes every :data:`EPISODE_LENGTH` steps. The ids exist in the test process only.
+(``RlperfConformance/Space<i>-v0``) whose env samples its observations from the space and ends
+its episodes every :data:`EPISODE_LENGTH` steps. Importing this module registers them, so env
+workers reach them by gymnasium's ``module:id`` form (:func:`space_gym_name`). Each space is also
+an env registered with ``rlperf.envs.register`` (:data:`SPACES_ENV`, option ``index``; the
+conformance conftest registers it): gymnasium's ``SyncVectorEnv`` of the same env, as a user
+registers a gymnasium env of their own. :func:`space_env` builds either on either backend.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ from gymnasium.spaces import (  # noqa: I001
     Text,
     Tuple,
 )
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+from rlperf.envs import make_vec
+from rlperf.envs.workers import MultiprocessVecEnv
 
 TESTING_FUNDAMENTAL_SPACES = [
     Discrete(3),
@@ -217,6 +226,38 @@ def space_env_id(index: int) -> str:
     return f"RlperfConformance/Space{index}-v0"
 
 
+def space_gym_name(index: int) -> str:
+    """The ``gym:`` name of the space's id that env workers can build too: gymnasium's
+    ``module:id`` form, which imports this module (registering the ids) first."""
+    return f"gym:conformance_spaces:{space_env_id(index)}"
+
+
+SPACES_ENV = "conformance-spaces"
+# Which env each space test builds: its gym id, or SPACES_ENV; serially, or on workers.
+SPACE_CASES = [("gym", "serial"), ("gym", "workers"), ("registered", "serial"),
+               ("registered", "workers")]  # fmt: skip
+SPACE_CASE_IDS = [f"{backend}-{kind}" for kind, backend in SPACE_CASES]
+
+
+def space_vec(num_envs: int, index: int = 0) -> VectorEnv:
+    """:data:`SPACES_ENV`'s factory: gymnasium's SyncVectorEnv of the space's env in SAME_STEP
+    mode under gymnasium's RecordEpisodeStatistics (its ``final_obs`` is gymnasium's object
+    array)."""
+    env = gym.make_vec(space_env_id(index), num_envs, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})  # fmt: skip
+    return RecordEpisodeStatistics(env)
+
+
+def space_env(kind: str, backend: str, index: int, num_envs: int = 3) -> VectorEnv:
+    """The space's env, reset with seed 0: ``kind`` "gym" (its gym id) or "registered"
+    (:data:`SPACES_ENV`), serially or on workers (one env each: gymnasium's tests use 3 envs)."""
+    name = space_gym_name(index) if kind == "gym" else SPACES_ENV
+    options = {} if kind == "gym" else {"index": index}
+    if backend == "serial":
+        return make_vec(name, num_envs, seed=0, **options)
+    return MultiprocessVecEnv(name, num_envs, num_envs, seed=0, options=options)
+
+
 for _index, _space in enumerate(TESTING_SPACES):
     if space_env_id(_index) not in gym.registry:
         gym.register(space_env_id(_index), entry_point=lambda space=_space: SpaceEnv(space))
@@ -226,15 +267,23 @@ class CountEnv(gym.Env):
     """gymnasium's ``count_reset``/``count_step`` test env: observes and rewards a step count;
     terminates at ``max_count``, which gymnasium's test sets per sub-env with ``set_attr`` to
     ``[2, 3, 3]``; here the reset seed does it (sub-env ``i`` of ``reset(seed=0)`` is seeded
-    ``i``: max_count 2 for sub-env 0, 3 for the others)."""
+    ``i``: max_count 2 for sub-env 0, 3 for the others). With ``render_mode="rgb_array"`` it
+    renders a 2x3 frame of its count (gymnasium's render tests use CartPole, whose frames need
+    pygame)."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
 
-    def __init__(self) -> None:
+    def __init__(self, render_mode: str | None = None) -> None:
         self.observation_space = Discrete(5)
         self.action_space = Discrete(5)
+        self.render_mode = render_mode
         self.count = 0
         self.max_count = 3
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        return np.full((2, 3, 3), self.count, dtype=np.uint8)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
@@ -249,5 +298,9 @@ class CountEnv(gym.Env):
 
 
 COUNT_ENV_ID = "RlperfConformance/Count-v0"
+# Its gym name for both backends (gymnasium's module:id form; see space_gym_name).
+COUNT_GYM_NAME = f"gym:conformance_spaces:{COUNT_ENV_ID}"
+# Envs that render rgb_array frames, as gymnasium's render tests need: name -> options.
+RENDERING = {"robots": {}, COUNT_GYM_NAME: {"render_mode": "rgb_array"}}
 if COUNT_ENV_ID not in gym.registry:
     gym.register(COUNT_ENV_ID, entry_point=CountEnv)

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 from conformance_envs import BACKENDS, ENV_NAMES, case_id, make  # tests/conformance/, on sys.path
+from conformance_spaces import SPACES_ENV, space_vec
+
+from rlperf.envs import register, unregister
 
 CASES = [
     pytest.param((name, backend), id=case_id(name, backend))
@@ -49,3 +52,12 @@ def shared_env(case: tuple[str, str], env_pool: dict[tuple[str, str], Any]) -> A
     env = make(*case, seed=0)
     env_pool[case] = env
     return env
+
+
+@pytest.fixture(scope="session")
+def spaces_env() -> Iterator[str]:
+    """The testing spaces as an env registered with ``rlperf.envs.register``
+    (``conformance_spaces.SPACES_ENV``), for the session; env workers receive its factory."""
+    register(SPACES_ENV, space_vec)
+    yield SPACES_ENV
+    unregister(SPACES_ENV)

@@ -22,9 +22,10 @@ from conformance_envs import (
     NUM_WORKERS,
     SKIP_CALL,
     SKIP_ENV_FNS,
-    SKIP_RENDER,
+    check_render,
     make,
 )
+from conformance_spaces import RENDERING
 from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode
 from test_gym_sync_vector_env import check_observations
@@ -85,8 +86,15 @@ def test_reset_async_vector_env(async_env):
     env.reset()  # nothing left in flight
 
 
-def test_render_async_vector():
-    pytest.skip(SKIP_RENDER)
+@pytest.mark.parametrize("name", list(RENDERING))
+def test_render_async_vector(name):
+    """gymnasium's test with an env that renders rgb_array frames without pygame, on workers
+    (each renders its share)."""
+    check_render(
+        lambda n, options: MultiprocessVecEnv(n, 4, NUM_WORKERS, options=options),
+        name,
+        RENDERING[name],
+    )
 
 
 @pytest.mark.parametrize("use_single_action_space", [True, False])

@@ -22,15 +22,19 @@ from conformance_envs import (
     per_row,
     take,
 )
-from conformance_spaces import COUNT_ENV_ID, TESTING_SPACES, dynamic_part, space_env_id
+from conformance_spaces import (
+    COUNT_ENV_ID,
+    SPACE_CASE_IDS,
+    SPACE_CASES,
+    TESTING_SPACES,
+    dynamic_part,
+    space_env,
+)
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector.vector_env import AutoresetMode
 
-from rlperf.envs import GYM_PREFIX, make_vec
-
-REGISTERED_ONLY_HERE = (
-    "its gym id is registered in the test process only; worker processes do not have it"
-)
+from rlperf.envs import make_vec
+from rlperf.envs.workers import MultiprocessVecEnv
 
 
 def test_autoreset_next_step():
@@ -49,9 +53,12 @@ def assert_infos(info: dict, expected: dict, num_envs: int = 3) -> None:
 
 @pytest.mark.parametrize("backend", ["serial", "workers"])
 def test_autoreset_within_step(backend):
-    if backend == "workers":
-        pytest.skip(REGISTERED_ONLY_HERE)
-    envs = make_vec(GYM_PREFIX + COUNT_ENV_ID, 3, seed=0)
+    # gymnasium's module:id form: each worker imports conformance_spaces, registering the id.
+    name = f"gym:conformance_spaces:{COUNT_ENV_ID}"
+    if backend == "serial":
+        envs = make_vec(name, 3, seed=0)
+    else:  # one env per worker: sub-env i is seeded i either way
+        envs = MultiprocessVecEnv(name, 3, 3, seed=0)
     assert envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
 
     obs, info = envs.reset(seed=0)  # max_count [2, 3, 3] (conformance_spaces.CountEnv)
@@ -161,18 +168,20 @@ def test_make_vec_autoreset():
     )
 
 
+@pytest.mark.parametrize(("kind", "backend"), SPACE_CASES, ids=SPACE_CASE_IDS)
 @pytest.mark.parametrize(
     "index", range(len(TESTING_SPACES)), ids=[f"space{i}" for i in range(len(TESTING_SPACES))]
 )
-def test_same_step_final_obs(index):
-    """Serially: the gym ids of the testing spaces exist in the test process only."""
+def test_same_step_final_obs(index, kind, backend, spaces_env):
+    """Each testing space's gym id, and the same env registered with rlperf.envs.register,
+    serially and on workers (conformance_spaces.space_env)."""
     obs_space = TESTING_SPACES[index]
     if dynamic_part(obs_space) is not None:
         pytest.skip(
             f"{dynamic_part(obs_space)} has no fixed shape: rlperf refuses it at construction "
-            "(test_vector_obs_action_spaces_gym_ids checks that)"
+            "(test_vector_obs_action_spaces_of_testing_spaces checks that)"
         )
-    envs = make_vec(GYM_PREFIX + space_env_id(index), 3, seed=0)
+    envs = space_env(kind, backend, index)
     assert envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
 
     envs.reset()
@@ -182,5 +191,5 @@ def test_same_step_final_obs(index):
     obs, rewards, terminations, truncations, info = envs.step(envs.action_space.sample())
     assert np.all(terminations)
     for i in range(3):
-        assert take(info["final_obs"], i) in envs.single_observation_space
+        assert info["final_obs"][i] in envs.single_observation_space
     envs.close()

@@ -12,14 +12,17 @@ from conformance_envs import (
     NUM_ENVS,
     SKIP_CALL,
     SKIP_ENV_FNS,
-    SKIP_RENDER,
+    check_render,
     leaf,
     make,
 )
+from conformance_spaces import RENDERING
 from gymnasium.spaces import Box, Discrete, MultiBinary, MultiDiscrete
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
+
+from rlperf.envs import make_vec
 
 # Rows per env in the env's own units (the grid: agents per map).
 ROWS_PER_ENV = {"grid": 16}
@@ -91,8 +94,10 @@ def test_step_sync_vector_env(case, shared_env, use_single_action_space):
     assert truncations.size == env.num_envs
 
 
-def test_render_sync_vector():
-    pytest.skip(SKIP_RENDER)
+@pytest.mark.parametrize("name", list(RENDERING))
+def test_render_sync_vector(name):
+    """gymnasium's test with an env that renders rgb_array frames without pygame, serially."""
+    check_render(lambda n, options: make_vec(n, 3, **options), name, RENDERING[name])
 
 
 def test_call_sync_vector_env():

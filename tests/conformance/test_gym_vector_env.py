@@ -24,12 +24,10 @@ from conformance_envs import (
     references,
     take,
 )
-from conformance_spaces import TESTING_SPACES, dynamic_part, space_env_id
+from conformance_spaces import SPACE_CASE_IDS, SPACE_CASES, TESTING_SPACES, dynamic_part, space_env
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector.utils import batch_space
 from gymnasium.vector.vector_env import AutoresetMode
-
-from rlperf.envs import make_vec
 
 
 # gymnasium: async vs sync, with and without shared memory. Here: each backend against the
@@ -103,23 +101,23 @@ def test_vector_obs_action_spaces(case, shared_env):
     assert obs in envs.observation_space
 
 
+@pytest.mark.parametrize(("kind", "backend"), SPACE_CASES, ids=SPACE_CASE_IDS)
 @pytest.mark.parametrize(
     "index", range(len(TESTING_SPACES)), ids=[f"space{i}" for i in range(len(TESTING_SPACES))]
 )
-def test_vector_obs_action_spaces_gym_ids(index, num_envs=3):
-    """gymnasium's test over its testing spaces, through ``gym:`` ids observing and acting in
-    each space, serially (the ids are registered in the test process only; worker processes do
-    not have them: test_structured_spaces_on_workers). Spaces without a fixed shape (Graph,
-    Sequence, OneOf, Text) are refused at construction, naming the space (gymnasium's
-    AsyncVectorEnv with shared memory refuses them too)."""
+def test_vector_obs_action_spaces_of_testing_spaces(index, kind, backend, spaces_env, num_envs=3):
+    """gymnasium's test over its testing spaces, through an env observing and acting in each
+    space: its gym id and the same env registered with rlperf.envs.register, serially and on
+    workers (conformance_spaces.space_env). Spaces without a fixed shape (Graph, Sequence, OneOf,
+    Text) are refused at construction, naming the space (gymnasium's AsyncVectorEnv with shared
+    memory refuses them too)."""
     space = TESTING_SPACES[index]
-    name = GYM_PREFIX + space_env_id(index)
     dynamic = dynamic_part(space)
     if dynamic is not None:
         with pytest.raises((TypeError, ValueError), match=dynamic):
-            make_vec(name, num_envs, seed=0)
+            space_env(kind, backend, index, num_envs)
         return
-    envs = make_vec(name, num_envs, seed=0)
+    envs = space_env(kind, backend, index, num_envs)
     assert envs.observation_space == envs.action_space
     obs, _ = envs.reset()
     assert obs in envs.observation_space

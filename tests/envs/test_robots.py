@@ -303,24 +303,32 @@ def test_rgb_observations_show_the_state_through_autoresets() -> None:
     for _ in range(40):
         obs, _, terminated, truncated, _ = env.step(rng.integers(0, 8, 16))
         resets += int((terminated | truncated).sum())
+        frames = env.render()
         for i in range(16):
-            np.testing.assert_array_equal(obs[i].transpose(1, 2, 0), env.render(i))
+            np.testing.assert_array_equal(obs[i].transpose(1, 2, 0), frames[i])
     assert resets > 100
 
 
 def test_rgb_observations_and_render() -> None:
+    """render() is gymnasium's VectorEnv.render: a tuple of every env's (H, W, 3) frame;
+    render_board(i) draws one board alone, the same frame."""
     env = make_vec("robots", 6, seed=4, image_size=72)
     obs, *_ = env.step(env.action_space.sample())
     assert obs.shape == (6, 3, 72, 72) and obs.dtype == np.uint8
-    for i in (0, 5):
-        np.testing.assert_array_equal(env.render(i), obs[i].transpose(1, 2, 0))
+    assert env.render_mode == "rgb_array"
+    frames = env.render()
+    assert isinstance(frames, tuple) and len(frames) == env.num_envs
+    assert all(f.shape == (72, 72, 3) and f.dtype == np.uint8 for f in frames)
+    for i in range(6):
+        np.testing.assert_array_equal(frames[i], obs[i].transpose(1, 2, 0))
+        np.testing.assert_array_equal(env.render_board(i), frames[i])
     ref = reference_image(env.walls[5], env.positions[5], int(env.target_robot[5]),
                           int(env.target_cell[5]), 72)  # fmt: skip
-    assert (env.render(5) != ref).any(axis=2).mean() < 0.01
+    assert (frames[5] != ref).any(axis=2).mean() < 0.01
     symbolic = make_vec("robots", 2, seed=4, obs_mode="symbolic", image_size=40)
-    assert symbolic.render(1).shape == (40, 40, 3)
+    assert [f.shape for f in symbolic.render()] == [(40, 40, 3)] * 2
     with pytest.raises(IndexError):
-        env.render(6)
+        env.render_board(6)
 
 
 # -- determinism and resume -------------------------------------------------------------------
@@ -436,6 +444,6 @@ def test_env_needs_no_pillow() -> None:
         "import sys; sys.modules['PIL'] = None\n"
         "from rlperf.envs import make_vec\n"
         "env = make_vec('robots', 2, seed=0)\n"
-        "env.step(env.action_space.sample()); env.render(1)\n"
+        "env.step(env.action_space.sample()); env.render()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

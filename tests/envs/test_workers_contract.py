@@ -387,3 +387,32 @@ def test_a_script_without_the_main_guard_is_told_so(tmp_path):
 def test_the_same_script_with_the_guard_runs(tmp_path):
     run = run_script(tmp_path / "guard.py", SCRIPT + 'if __name__ == "__main__":\n    main()\n')
     assert run.returncode == 0 and "stepped" in run.stdout, run.stderr
+
+
+def test_render_gives_every_rows_frame_and_keeps_the_workers() -> None:
+    """render() on workers: gymnasium's tuple of every env's frame, each equal to the serial
+    env of its worker's share; frames larger than a socket's buffer (256x256 boards, ~0.4 MB a
+    worker) come back too; an env that cannot render raises as its serial form does (cartpole:
+    NotImplementedError), and the workers go on stepping."""
+    seed, per = 2, 2
+    env = MultiprocessVecEnv("robots", 4, 2, seed=seed, options={"image_size": 256})
+    try:
+        assert env.render_mode == "rgb_array" and env.metadata["render_modes"] == ["rgb_array"]
+        env.step(env.action_space.sample())
+        frames = env.render()
+        assert len(frames) == 4
+        for w in range(2):
+            shard = make_vec("robots", per, seed=seed + w * per, image_size=256)
+            shard.set_state(env.get_state()["workers"][w])  # the worker's boards, to draw
+            for i, want in enumerate(shard.render()):
+                np.testing.assert_array_equal(frames[w * per + i], want)
+    finally:
+        env.close()
+    env = MultiprocessVecEnv("cartpole", 4, 2, seed=seed, inline=True)
+    try:
+        assert env.render_mode is None and env.metadata["render_modes"] == []
+        with pytest.raises(NotImplementedError, match="could not render"):
+            env.render()
+        env.step(np.zeros(4, dtype=np.int64))
+    finally:
+        env.close()

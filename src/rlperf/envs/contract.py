@@ -10,11 +10,12 @@
   MultiDiscrete, MultiBinary, and Dict/Tuple of those); Graph, Sequence, OneOf and Text are
   refused at construction with one line naming the space and, where one exists, the wrapper
   that gives it a fixed-size form.
-- :func:`final_obs_rows`: ``infos["final_obs"]`` of a ``gym:`` id's Dict or Tuple observation
-  space as gymnasium gives it, an object array of each finished row's observation (None
-  elsewhere). Spaces batched into one array keep rlperf's dense ``final_obs`` (the critic takes
-  it whole); the trainer takes no Dict/Tuple observations, so there gymnasium's own form costs
-  nothing and its info wrappers (``DictInfoToList``) can split it.
+- :func:`final_obs_rows`: ``infos["final_obs"]`` of a Dict or Tuple observation space as
+  gymnasium gives it (``gym:`` ids, and env workers wherever the env gives that form), an
+  object array of each finished row's observation (None elsewhere). Spaces batched into one
+  array keep rlperf's dense ``final_obs`` (the critic takes it whole); the trainer takes no
+  Dict/Tuple observations, so there gymnasium's own form costs nothing and its info wrappers
+  (``DictInfoToList``) can split it.
 """
 
 from __future__ import annotations

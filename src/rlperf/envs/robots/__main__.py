@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     env = make_robots(args.count, board_size=args.board_size, num_robots=args.num_robots,
                       max_depth=args.max_depth, image_size=args.image_size)  # fmt: skip
     env.reset(seed=args.seed)
-    rows = [[env.render(i) for i in range(args.count)]]
+    rows = [list(env.render())]
     if args.reference:
         rows.append([
             reference_image(env.walls[i], env.positions[i], int(env.target_robot[i]),

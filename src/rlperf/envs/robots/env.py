@@ -229,21 +229,28 @@ class RobotsVec(VectorEnv):
         obs[rows] = self._observe(rows)
         return obs, rewards, terminated, truncated, infos
 
-    # Not gymnasium's VectorEnv.render() (every env's frame per its render_mode): one board's
-    # image by index, on demand, whatever the observation mode.
-    def render(self, index: int = 0) -> np.ndarray:  # type: ignore[override]
-        """Env ``index``'s board as an ``(image_size, image_size, 3)`` uint8 RGB array."""
+    def render(self) -> tuple[np.ndarray, ...]:
+        """Every env's board, as gymnasium's ``VectorEnv.render`` gives frames: a tuple of
+        ``num_envs`` ``(image_size, image_size, 3)`` uint8 RGB arrays, drawn in one batch
+        whatever the observation mode."""
+        return tuple(self._draw(slice(None)))
+
+    def render_board(self, index: int) -> np.ndarray:
+        """Env ``index``'s board alone, as one frame of :meth:`render` (one board drawn)."""
         if not 0 <= index < self.num_envs:
             raise IndexError(f"env index {index} out of range for {self.num_envs} envs")
+        return self._draw(slice(index, index + 1))[0]
+
+    def _draw(self, rows: slice) -> np.ndarray:
+        """The boards of ``rows`` as ``(n, image_size, image_size, 3)`` uint8, a new array."""
         if self._renderer is None:  # symbolic mode: made on first use
             self._renderer = BoardRenderer(self.board_size, self.num_robots, self.image_size)
         renderer = self._renderer
-        one = slice(index, index + 1)
-        image = renderer.backgrounds(self.walls[one])
-        renderer.draw_target(image, self.target_robot[one], self.target_cell[one])
-        renderer.draw_robots(image, self.positions[one], self.target_robot[one],
-                             self.target_cell[one])  # fmt: skip
-        return image[0].transpose(1, 2, 0).copy()
+        images = renderer.backgrounds(self.walls[rows])
+        renderer.draw_target(images, self.target_robot[rows], self.target_cell[rows])
+        renderer.draw_robots(images, self.positions[rows], self.target_robot[rows],
+                             self.target_cell[rows])  # fmt: skip
+        return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
 
     # -- checkpointing --------------------------------------------------------------------
     _ARRAYS = ("walls", "positions", "target_robot", "target_cell", "optimal",

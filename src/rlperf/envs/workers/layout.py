@@ -26,7 +26,7 @@ from rlperf.envs.contract import ARRAY_SPACES
 ALIGN_BYTES = 64  # one cache line: two arrays never share a line
 
 # Commands the parent writes to ``command[w]`` (see worker.py).
-STEP, RESET, GET_STATE, SET_STATE, TEACHER = 1, 2, 3, 4, 5
+STEP, RESET, GET_STATE, SET_STATE, TEACHER, RENDER = 1, 2, 3, 4, 5, 6
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,9 @@ class Layout:
 
 # Bits of a worker's ``has`` word: which infos its last step (or reset) gave.
 HAS_FINAL_OBS, HAS_EPISODE, HAS_FINAL_INFO, HAS_EXTRA = 1, 2, 4, 8
+# With HAS_FINAL_OBS: a Tuple or Dict space's env gave its final_obs as gymnasium's object array
+# of rows, which the shared block carries dense and the parent gives back as such.
+HAS_FINAL_OBS_ROWS = 16
 # The control-channel entry naming a gym: id's info entries a worker kept wider than the type
 # their first row gave (gym_adapter.InfoTypes): {path of keys: that dtype}. Not an info key.
 PROMOTED_KEY = "rlperf.promoted"
@@ -137,11 +140,10 @@ def leaf_of(value: Any, path: Path) -> Any:
 
 
 def action_dtype(space: spaces.Space) -> np.dtype:
-    """Discrete actions as int64 (what the trainer samples); Box and MultiBinary in the space's
-    dtype."""
-    if isinstance(space, (spaces.Box, spaces.MultiBinary)):
-        return np.dtype(space.dtype)
-    return np.dtype(np.int64)
+    """Actions in the space's own dtype, as the sub-envs take them: gymnasium's spaces check it
+    (``Discrete(4, dtype=np.int32)`` does not contain an int64), and so may an env. A batch of
+    another integer dtype (the trainer samples int64) is cast as it is written (ActionRows)."""
+    return np.dtype(space.dtype)
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ class EnvShape:
             gymnasium's).
         infos: the numeric per-row ``infos`` keys of a reset and a step.
         final_infos: those of a step, as ``infos["final_info"]`` has them.
+        render_mode: the env's ``render_mode`` (None: it does not render).
     """
 
     rows_per_env: int
@@ -186,6 +189,7 @@ class EnvShape:
     rewards_dtype: str = np.dtype(np.float32).str
     infos: tuple[InfoField, ...] = ()
     final_infos: tuple[InfoField, ...] = ()
+    render_mode: str | None = None
 
     @property
     def mask_width(self) -> int:

@@ -15,8 +15,9 @@ and steps them as one numpy batch; results land in shared memory (``layout.py``)
 arrays; with ``copy=False`` (the trainer's) they are views of the shared memory, valid until
 those rows are sent their next actions. The contract is the serial envs' (``envs/cartpole.py``):
 gymnasium's vector API, ``AutoresetMode.SAME_STEP``, ``infos["final_obs"]``/``"_final_obs"``
-(dense, rows not flagged not part of the contract; for a ``gym:`` id's Dict/Tuple observation
-space gymnasium's object array, as serially), ``"final_info"``/``"_final_info"``,
+(dense, rows not flagged not part of the contract; for a Dict/Tuple observation space the form
+the env gives serially: gymnasium's object array of rows for a ``gym:`` id or any env built on
+gymnasium's ``SyncVectorEnv``), ``"final_info"``/``"_final_info"``,
 ``"episode"``/``"_episode"`` on steps where an episode ended, ``infos["action_mask"]`` for
 masked envs, and every other key the env gives: numeric per-row entries the probe saw travel in
 shared memory, anything else pickled on the worker's control channel on the steps it appears,
@@ -60,7 +61,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.contract import ARRAY_SPACES, ActionCheck, final_obs_rows
+from rlperf.envs.contract import ActionCheck, final_obs_rows
 from rlperf.envs.registry import GYM_PREFIX, check_env_name, factory_of, make_vec
 from rlperf.envs.spec import ACTION_MASK_KEY, read_action_mask
 from rlperf.envs.workers import worker
@@ -70,7 +71,9 @@ from rlperf.envs.workers.layout import (
     HAS_EXTRA,
     HAS_FINAL_INFO,
     HAS_FINAL_OBS,
+    HAS_FINAL_OBS_ROWS,
     PROMOTED_KEY,
+    RENDER,
     RESET,
     SET_STATE,
     STEP,
@@ -144,6 +147,7 @@ def probe(env_name: str, options: dict[str, Any]) -> EnvShape:
             rewards_dtype=np.asarray(rewards).dtype.str,
             infos=tuple(infos.values()),
             final_infos=tuple(final_infos.values()),
+            render_mode=env.render_mode,
         )
     finally:
         env.close()
@@ -275,6 +279,9 @@ class MultiprocessVecEnv(VectorEnv):
         self.copy = copy
         self.single_observation_space = shape.observation_space
         self.single_action_space = shape.action_space
+        self.render_mode = shape.render_mode
+        if shape.render_mode is not None:
+            self.metadata = {**self.metadata, "render_modes": [shape.render_mode]}
         self.observation_space = batch_space(shape.observation_space, self.num_envs)
         self.action_space = batch_space(shape.action_space, self.num_envs)
 
@@ -289,9 +296,6 @@ class MultiprocessVecEnv(VectorEnv):
         self._extras: list[dict[str, Any] | None] = [None] * num_workers  # (worker.py, HAS_EXTRA)
         self._actions = ActionRows(shape.action_space, shape.action_leaves, views)
         self._gym = env_name.startswith(GYM_PREFIX)
-        # A gym: id's Dict/Tuple final_obs is gymnasium's object array, as its serial form gives
-        # it (gym_adapter.py); the workers carry it dense and rebuild that array.
-        self._final_obs_rows = self._gym and not isinstance(shape.observation_space, ARRAY_SPACES)
         if shape.has_mask:
             self.action_mask = views["mask"]
         if shape.has_teacher:
@@ -604,7 +608,10 @@ class MultiprocessVecEnv(VectorEnv):
         self, workers: list[int]
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
         batch = self._batch(workers)
-        infos = self._infos_of(batch)
+        has = 0
+        for bits in self._has[batch.workers].tolist():  # a few workers: cheaper than a ufunc
+            has |= bits
+        infos = self._infos_of(batch, has)
         obs = batch.assemble(self.single_observation_space, "obs")
         rewards, terminations, truncations = (
             batch["rewards"], batch["terminations"], batch["truncations"])  # fmt: skip
@@ -612,7 +619,9 @@ class MultiprocessVecEnv(VectorEnv):
             obs, rewards = copy_tree(obs), rewards.copy()
             terminations, truncations = terminations.copy(), truncations.copy()
             infos = copy_tree(infos)
-        if self._final_obs_rows and "final_obs" in infos:
+        if has & HAS_FINAL_OBS_ROWS:
+            # The env gives a Tuple/Dict space's final_obs as gymnasium's object array of rows:
+            # so do the workers (rebuilt from the dense leaves, only on steps an episode ended).
             rows = len(batch.env_ids)
             infos["final_obs"] = final_obs_rows(
                 batch_space(self.single_observation_space, rows), infos["final_obs"],
@@ -620,13 +629,11 @@ class MultiprocessVecEnv(VectorEnv):
             )  # fmt: skip
         return obs, rewards, terminations, truncations, infos, batch.env_ids.copy()
 
-    def _infos_of(self, batch: RowBatch) -> dict[str, Any]:
-        """The batch's ``infos`` as the serial env of the same rows gives them: views of the
-        shared block, or, when some worker sent entries on its control channel, each worker's
-        entries put together as gymnasium's ``SyncVectorEnv`` does (:func:`combine_infos`)."""
-        has = 0
-        for bits in self._has[batch.workers].tolist():  # a few workers: cheaper than a ufunc
-            has |= bits
+    def _infos_of(self, batch: RowBatch, has: int) -> dict[str, Any]:
+        """The batch's ``infos`` as the serial env of the same rows gives them (``has``: its
+        workers' HAS_* bits): views of the shared block, or, when some worker sent entries on
+        its control channel, each worker's entries put together as gymnasium's
+        ``SyncVectorEnv`` does (:func:`combine_infos`)."""
         if has & HAS_EXTRA:
             return self._combined_infos(batch)
         return self._shared_infos(batch, has)
@@ -727,6 +734,39 @@ class MultiprocessVecEnv(VectorEnv):
         """Every worker's teacher actions for its current observations, (num_envs,) int64."""
         self._round_trip(TEACHER, "running the teacher")
         return self._views["teacher"].copy()
+
+    def render(self) -> tuple[Any, ...] | None:
+        """Every env's frame, as gymnasium's vector envs give them: a tuple of ``num_envs``
+        frames, each worker rendering its share (pickled back on its control channel: for a
+        video, not for every step); None where the env's own render gives None.
+
+        Raises:
+            NotImplementedError: the env does not render (as its serial form raises).
+            RuntimeError: a worker's env failed to draw (one line naming it); the workers stay.
+        """
+        self._check_all_waiting("render()")
+        workers = list(range(self.num_workers))
+        self._signal(workers, RENDER)
+        # Each reply before the result bytes, and every one before any raise: a frame larger
+        # than the socket's buffer holds the worker in its send until this side reads it, and
+        # the worker writes its result byte after that.
+        replies = []
+        for w, control in enumerate(self._controls):
+            try:
+                replies.append(control.recv())
+            except EOFError:  # it died while drawing
+                self._fail_dead(w)
+        self._wait(self.num_workers, "rendering")
+        self._ready, self._waiting = [], workers
+        for w, (error, _) in enumerate(replies):
+            if error is not None:
+                kind = NotImplementedError if error["type"] == "NotImplementedError" else (
+                    RuntimeError)  # fmt: skip
+                raise kind(f"{self._describe(w)} could not render: {error['type']}: "
+                           f"{error['message']} (at {error['where']})")  # fmt: skip
+        if any(frames is None for _, frames in replies):
+            return None
+        return tuple(frame for _, frames in replies for frame in frames)
 
     def worker_times(self) -> list[dict[str, float]]:
         """Seconds each worker spent executing commands (busy) and waiting for them (idle; 0

@@ -39,7 +39,9 @@ from rlperf.envs.workers.layout import (
     HAS_EXTRA,
     HAS_FINAL_INFO,
     HAS_FINAL_OBS,
+    HAS_FINAL_OBS_ROWS,
     PROMOTED_KEY,
+    RENDER,
     RESET,
     SET_STATE,
     STEP,
@@ -274,6 +276,14 @@ class WorkerLoop:
             control.send(cast(Any, self.env).get_state())
         elif command == SET_STATE:
             cast(Any, self.env).set_state(control.recv())
+        elif command == RENDER:
+            # A frame that cannot be drawn (a missing pygame) or sent is the caller's error, not
+            # the worker's end: the error is the reply, the worker stays, and the parent (which
+            # reads the reply before the result byte) always gets exactly one.
+            try:
+                control.send((None, self.env.render()))  # pickled whole before it is written
+            except Exception as e:
+                control.send((describe_error(e), None))
         elif command == TEACHER:
             if self._teacher is None:
                 self._teacher = cast(Any, self.env).make_teacher()
@@ -300,7 +310,11 @@ class WorkerLoop:
                 self.final_flags[...] = flags
                 finals = infos["final_obs"]
                 if isinstance(finals, np.ndarray) and finals.dtype == object:
-                    # a Dict/Tuple space's final_obs, gymnasium's array of rows (contract.py)
+                    # gymnasium's array of rows (contract.py): for a Dict/Tuple space the parent
+                    # gives that form back, as the serial env gives it; a space batched into one
+                    # array is dense on workers, rlperf's contract (the trainer's critic takes it)
+                    if self.obs is None:
+                        has |= HAS_FINAL_OBS_ROWS
                     for i in np.flatnonzero(flags):
                         for path, out in self.final_obs_leaves:
                             out[i] = leaf_of(finals[i], path)
