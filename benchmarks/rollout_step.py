@@ -31,6 +31,7 @@ import time
 import torch
 
 from rlperf.config import Config, ConfigError, parse_env_options
+from rlperf.ppo.fused_rollout import FusedStep
 from rlperf.ppo.trainer import Trainer
 from rlperf.timing.sections import Profiler
 
@@ -47,7 +48,7 @@ def make(
     cfg.run.threads, cfg.run.progress, cfg.run.seed = 1, False, seed
     cfg.policy.fused_rollout = variant != "torch"
     trainer = Trainer(cfg.validate(), profiler=Profiler(enabled=variant != "fused-noprof"))
-    fused = trainer.fused_rollout is not None or trainer.fused_step is not None
+    fused = trainer.whole_rollout is not None or isinstance(trainer.policy_step, FusedStep)
     if fused == (variant == "torch"):
         raise SystemExit(f"{variant}: the fused rollout kernel is not built here")
     return trainer

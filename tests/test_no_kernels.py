@@ -30,7 +30,7 @@ for kind in ("mlp", "lstm"):
     trainer.callbacks.append(lambda _, row: rows.append(row))
     summary = trainer.train()
     out[kind] = {
-        "fused_rollout": trainer.fused_rollout is not None,
+        "fused_rollout": trainer.whole_rollout is not None,
         "analytic": trainer.policy.analytic,
         "update": summary["update"],
         "steps": trainer.global_step,

@@ -637,7 +637,7 @@ def check_training(args: argparse.Namespace) -> None:
     """The configuration of a ``train``-style command (``train``, ``profile``) against the
     code, the env and the launch flags, as the run would check it (see :func:`check_command`)."""
     from rlperf.distributed import launch
-    from rlperf.ppo.trainer import check_config
+    from rlperf.ppo.checks import check_config
     from rlperf.run.checkpoint import CHECKPOINT_NAME, saved_world_size
 
     payload = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlperf.config import Config, ConfigError
-from rlperf.ppo.build import check_recurrent_sizes, check_total_steps
+from rlperf.ppo.checks import check_recurrent_sizes, check_total_steps
 from rlperf.ppo.samplers import SegmentSampler
 from rlperf.ppo.trainer import Trainer
 

@@ -12,6 +12,7 @@ import torch
 
 from rlperf import native
 from rlperf.config import Config
+from rlperf.ppo.fused_rollout import FusedCartPoleRollout, FusedStep
 from rlperf.ppo.trainer import Trainer
 from rlperf.timing.sections import Profiler
 
@@ -64,7 +65,7 @@ def test_fused_rollout_gives_the_torch_paths_trajectories(
 ) -> None:
     ref = Trainer(config(num_envs, num_steps, False, **options), profiler=Profiler())
     fused = Trainer(config(num_envs, num_steps, True, **options), profiler=Profiler())
-    assert ref.fused_rollout is None and fused.fused_rollout is not None
+    assert ref.whole_rollout is None and fused.whole_rollout is not None
     truncated = 0
     for it in range(3):
         with torch.no_grad():
@@ -108,7 +109,7 @@ def test_fused_rollout_reads_no_clock_with_the_profiler_off() -> None:
     trainer = Trainer(config(4, 16, True), profiler=prof)
     trainer.collect()
     assert not list(prof.stats())
-    assert int(trainer.fused_rollout.finished.phase_ns[:, 0].sum()) == 0  # type: ignore[union-attr]
+    assert int(trainer.whole_rollout.finished.phase_ns[:, 0].sum()) == 0  # type: ignore[union-attr]
 
 
 def with_overrides(cfg: Config, overrides: dict[str, object]) -> Config:
@@ -132,8 +133,8 @@ def test_the_fused_rollout_applies_only_where_it_is_exact() -> None:
     for what, (overrides, step) in cases.items():
         trainer = Trainer(with_overrides(config(4, 16, True), overrides), profiler=Profiler())
         try:
-            assert trainer.fused_rollout is None, what
-            assert (trainer.fused_step is not None) == step, what
+            assert not isinstance(trainer.whole_rollout, FusedCartPoleRollout), what
+            assert isinstance(trainer.policy_step, FusedStep) == step, what
         finally:
             trainer.env.close()
 
@@ -148,7 +149,8 @@ def test_fused_step_gives_the_torch_paths_trajectories(overrides: dict) -> None:
     ref = Trainer(with_overrides(config(4, 32, False), overrides), profiler=Profiler())
     fused = Trainer(with_overrides(config(4, 32, True), overrides), profiler=Profiler())
     try:
-        assert ref.fused_step is None and fused.fused_step is not None
+        assert isinstance(fused.policy_step, FusedStep)
+        assert not isinstance(ref.policy_step, FusedStep)
         for it in range(2):
             with torch.no_grad():
                 fused.policy.flat.copy_(ref.policy.flat)
@@ -180,7 +182,8 @@ def test_fused_gaussian_step_gives_the_torch_paths_trajectories(normalize: bool)
     for cfg in cfgs:
         cfg.env.normalize_obs = cfg.env.normalize_reward = normalize
     ref, fused = (Trainer(cfg, profiler=Profiler()) for cfg in cfgs)
-    assert ref.fused_step is None and fused.fused_step is not None
+    assert isinstance(fused.policy_step, FusedStep)
+    assert not isinstance(ref.policy_step, FusedStep)
     for it in range(2):
         with torch.no_grad():
             fused.policy.flat.copy_(ref.policy.flat)
@@ -202,12 +205,12 @@ def test_a_patched_env_step_keeps_the_torch_path(monkeypatch: pytest.MonkeyPatch
 
     original = CartPoleVec.step
     monkeypatch.setattr(CartPoleVec, "step", lambda self, a: original(self, a))
-    assert Trainer(config(4, 16, True), profiler=Profiler()).fused_rollout is None
+    assert Trainer(config(4, 16, True), profiler=Profiler()).whole_rollout is None
 
 
 def test_the_kernel_boundary_refuses_what_it_cannot_read() -> None:
     trainer = Trainer(config(4, 16, True), profiler=Profiler())
-    fr = trainer.fused_rollout
+    fr = trainer.whole_rollout
     assert fr is not None
     from rlperf.ppo.fused_rollout import fused_mlp
 
@@ -271,7 +274,7 @@ def test_lstm_fused_rollout_is_the_torch_paths_trajectories_bit_for_bit(
     starts), the state the rollout ends in, the env and the episodes, all equal in every bit."""
     ref = Trainer(lstm_config(num_envs, num_steps, False, horizon, **options), Profiler())
     fused = Trainer(lstm_config(num_envs, num_steps, True, horizon, **options), Profiler())
-    assert ref.fused_rollout is None and type(fused.fused_rollout).__name__ == (
+    assert ref.whole_rollout is None and type(fused.whole_rollout).__name__ == (
         "FusedLSTMCartPoleRollout"
     )
     truncated = 0
@@ -308,7 +311,7 @@ def test_lstm_fused_rollout_times_its_phases_and_refuses_bad_sizes() -> None:
         assert summary["sections"][f"rollout/{name}"] > 0, name
     calls = {s.name: s.calls for s in trainer.prof.stats()}
     assert calls["rollout/policy_forward"] == calls["rollout/env_step"] == 4 * 32
-    fr, buf = trainer.fused_rollout, trainer.buffer
+    fr, buf = trainer.whole_rollout, trainer.buffer
     assert fr is not None
     noise, pool = torch.ones(32, 4, 2), np.zeros(fr.reset_draws)
     rest = (fr.tensors, fr.env_arrays, noise, pool, fr.finished, False)

@@ -15,7 +15,8 @@ import torch
 
 from rlperf.cli import main
 from rlperf.config import Config, ConfigError, preset
-from rlperf.ppo.trainer import Trainer, check_config
+from rlperf.ppo.checks import check_config
+from rlperf.ppo.trainer import Trainer
 from rlperf.timing.sections import Profiler
 
 NUM_ENVS, NUM_STEPS = 8, 16

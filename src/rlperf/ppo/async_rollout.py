@@ -54,6 +54,11 @@ class AsyncCollector:
         self.device = buf.device
         self.position = np.zeros(buf.num_envs, dtype=np.int64)
 
+    def applies(self, supervised: bool) -> bool:
+        """Every rollout of its run is this collector's (the config refuses a teacher with
+        asynchronous batches)."""
+        return True
+
     def collect(self, state: State, generator: torch.Generator) -> State:
         """One rollout: ``num_steps`` steps of every env; returns the policy state after it."""
         buf, sec, n = self.buf, self.prof.section, self.buf.num_envs

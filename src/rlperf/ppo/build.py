@@ -14,6 +14,11 @@ config.
   the actions (``rollout/env_send``) and the wait for the workers (``rollout/env_recv``), so the
   breakdown shows whether the trainer waits on the workers or the workers on the trainer; then
   the observation/reward normalisation where the run asks for it (``rollout/normalize``).
+- The **collectors**: a whole rollout in one go where one applies (env workers' asynchronous
+  batches, ``ppo/async_rollout.py``; the fused CartPole rollout of the MLP or the LSTM,
+  ``ppo/fused_rollout.py``), and for the trainer's own step loop the policy's part of a step:
+  the fused step (the analytic MLP on any env) or ``policy.act``
+  (:class:`~rlperf.ppo.rollout.PolicyStep`, the reference). The trainer's loop names neither.
 - The **sampler**: whole BPTT segments for a recurrent policy
   (:class:`~rlperf.ppo.samplers.SegmentSampler`), one packed float table where the buffer fits
   one (:class:`~rlperf.ppo.samplers.PackedTableSampler`), else rows gathered per field
@@ -23,8 +28,9 @@ config.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,11 +38,14 @@ from gymnasium.vector import VectorEnv
 
 from rlperf import openmp
 from rlperf.config import Config, ConfigError
+from rlperf.distributed.group import Ranks
 from rlperf.envs.normalize import Normalizer
 from rlperf.envs.spec import EnvSpec
 from rlperf.envs.workers import MultiprocessVecEnv
-from rlperf.policies.base import ActorCritic
-from rlperf.ppo.rollout import RolloutBuffer
+from rlperf.policies.base import ActorCritic, State
+from rlperf.ppo.async_rollout import AsyncCollector
+from rlperf.ppo.fused_rollout import FusedStep, make_fused
+from rlperf.ppo.rollout import PolicyStep, RolloutBuffer
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
 from rlperf.ppo.update import (
     AnalyticUpdate,
@@ -45,6 +54,7 @@ from rlperf.ppo.update import (
     analytic_update_applies,
     native_update_applies,
 )
+from rlperf.run.episode_log import EpisodeLog
 from rlperf.timing import names
 from rlperf.timing.sections import Profiler
 
@@ -66,39 +76,23 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def check_recurrent_sizes(cfg: Config, rows: int) -> None:
-    """ConfigError unless a recurrent policy's minibatches of whole segments divide evenly.
+def phase_threads(cfg: Config, device: torch.device) -> tuple[int, int]:
+    """The most torch threads the update and the rollout may take (call after
+    ``torch.set_num_threads(--threads)``; it may lower torch's count for the run).
 
-    Args:
-        rows: the rollout's rows, ``env.num_envs`` (one per environment, or per agent of a
-            multi-agent env: the grid's rows are maps x agents, not ``cfg.env.num_envs``).
+    With env workers the cores beside the trainer's are theirs while they step: the rollout
+    runs the policy on one thread, the update (the workers asleep) on ``--threads``. Two
+    threads in the rollout took a worker's core (0.61x serial's SPS); one thread for the
+    whole run left a core idle through every update (docs/workers.md, openmp.py).
     """
-    ppo = cfg.ppo
-    if ppo.bptt_horizon and ppo.num_steps % ppo.bptt_horizon:
-        raise ConfigError(
-            f"num_steps {ppo.num_steps} must be divisible by bptt_horizon {ppo.bptt_horizon}"
-        )
-    horizon = ppo.bptt_horizon or ppo.num_steps
-    per_row = ppo.num_steps // horizon
-    segments = per_row * rows
-    if segments % ppo.num_minibatches:
-        raise ConfigError(
-            f"policy {cfg.policy.kind!r} is recurrent: its minibatches are whole segments, so "
-            f"its {segments} segments ({rows} rows x {per_row} of {horizon} steps) must be "
-            f"divisible by num_minibatches {ppo.num_minibatches}"
-        )
-
-
-def check_total_steps(cfg: Config, rows: int, world_size: int) -> None:
-    """ConfigError unless ``total_steps`` covers one rollout at least: ``rows`` x ``num_steps``
-    steps on each of ``world_size`` ranks (``rows`` as in :func:`check_recurrent_sizes`)."""
-    steps_per_iteration = rows * cfg.ppo.num_steps * world_size
-    if cfg.run.total_steps < steps_per_iteration:
-        raise ConfigError(
-            f"total_steps {cfg.run.total_steps} is less than one rollout "
-            f"({rows} rows x {cfg.ppo.num_steps} steps x {world_size} ranks "
-            f"= {steps_per_iteration})"
-        )
+    workers = cfg.env.backend == "multiprocess"
+    if workers and device.type == "cpu" and torch.get_num_threads() > 1:
+        problem = openmp.long_spin_problem()
+        if problem:  # the update's spare thread would spin into every rollout
+            warnings.warn(f"{problem}; the update runs on 1 thread", stacklevel=3)
+            torch.set_num_threads(1)
+    update = torch.get_num_threads()
+    return update, 1 if workers else update
 
 
 def make_update(
@@ -129,6 +123,38 @@ def whole_update(update: Update, buffer: RolloutBuffer) -> NativeMLPUpdate | Non
     if isinstance(update, NativeMLPUpdate) and update.takes_rollout(buffer):
         return update
     return None
+
+
+class WholeRollout(Protocol):
+    """A collector that fills a whole rollout its own way (env workers' asynchronous batches,
+    a fused kernel's rollout) where :meth:`applies`; the trainer's step loop otherwise."""
+
+    def applies(self, supervised: bool) -> bool: ...
+
+    def collect(self, state: State, generator: torch.Generator) -> State: ...
+
+
+def make_collectors(
+    cfg: Config,
+    env: VectorEnv,
+    spec: EnvSpec,
+    policy: ActorCritic,
+    buffer: RolloutBuffer,
+    teacher: bool,
+    prof: Profiler,
+    episodes: EpisodeLog,
+) -> tuple[WholeRollout | None, FusedStep | PolicyStep]:
+    """How the run fills its rollout buffer, chosen once (see the module docstring): a whole
+    rollout in one go where one applies, and the policy's part of each step of the trainer's
+    own loop (the reference :class:`~rlperf.ppo.rollout.PolicyStep`, or the fused step).
+
+    Args:
+        teacher: the run has a supervised phase (the fused paths leave its rollouts alone).
+    """
+    if cfg.env.asynchronous:
+        return AsyncCollector(buffer, policy, env, spec, prof, episodes), PolicyStep(buffer, policy)
+    whole, fused_step = make_fused(cfg, env, spec, policy, buffer, teacher, prof, episodes)
+    return whole, fused_step if fused_step is not None else PolicyStep(buffer, policy)
 
 
 def make_sampler(buffer: RolloutBuffer) -> Sampler:
@@ -200,12 +226,13 @@ def worker_times(env: VectorEnv) -> list[dict[str, float]] | None:
 
 
 def run_facts(
-    cfg: Config, env: VectorEnv, update: Update, device: torch.device, world_size: int
+    cfg: Config, env: VectorEnv, update: Update, device: torch.device, ranks: Ranks
 ) -> dict[str, Any]:
     """What a run was built from and ran on, for its summary: the env, the policy, the update
     chosen here, the device, the env workers' busy and idle seconds so far and their spin
-    (``--worker-spin-us`` as resolved; None without workers), the ranks, the torch threads (the
-    update's), OpenMP's spin count and torch's version. Call it at the end of the run."""
+    (``--worker-spin-us`` as resolved; None without workers), the ranks and how they exchange
+    gradients, the torch threads (the update's), OpenMP's spin count and torch's version.
+    Call it at the end of the run."""
     return {
         "env": cfg.env.env,
         "policy": cfg.policy.kind,
@@ -213,10 +240,12 @@ def run_facts(
         "device": str(device),
         "env_workers": worker_times(env),
         "env_worker_spin_us": env.spin_us if isinstance(env, MultiprocessVecEnv) else None,
-        "ranks": world_size,
+        "ranks": ranks.world_size,
         "num_envs_per_rank": cfg.env.num_envs,
         "threads": torch.get_num_threads(),
         # libgomp's idle spin as this process loaded it (rlperf/openmp.py; None: its default)
         "gomp_spincount": os.environ.get(openmp.SPIN_VAR),
         "torch": torch.__version__,
+        "gloo_io": ranks.gloo_io,
+        "grad_exchange": ranks.grad_exchange,
     }

@@ -113,9 +113,10 @@ def make_fused(
     episodes: EpisodeLog,
 ) -> tuple[FusedCartPoleRollout | None, FusedStep | None]:
     """The run's fused rollout (rlperf's CartPole stepping as numpy: one call per rollout) or
-    fused step (any other env), or neither where :func:`fused_step_applies` does not hold. The
-    LSTM has a fused rollout on CartPole (:func:`fused_lstm_applies`); its step elsewhere is
-    one call already (its compiled step)."""
+    fused step (any other env), or neither where :func:`fused_step_applies` does not hold
+    (``ppo/build.py`` chooses among these and the torch path once). The LSTM has a fused
+    rollout on CartPole (:func:`fused_lstm_applies`); its step elsewhere is one call already
+    (its compiled step)."""
     if isinstance(policy, LSTMActorCritic):
         if fused_lstm_applies(cfg, env, spec, policy, buffer.device, teacher):
             assert isinstance(env, CartPoleVec)  # for the type checker: checked just above
@@ -212,16 +213,23 @@ class FusedCartPoleRollout:
             buffer.truncations_host,
         )  # fmt: skip
 
-    def applies(self) -> bool:
-        """Whether the env still steps as the kernel does (a test or a user may replace its
-        ``step`` after the trainer was made: the trainer then collects on the torch path)."""
-        return steps_as_numpy(self.env)
+    def applies(self, supervised: bool) -> bool:
+        """Whether this rollout is the kernel's: not a teacher's (it may replace actions), and
+        the env still steps as the kernel does (a test or a user may replace its ``step``
+        after the trainer was made: the trainer then collects on the torch path)."""
+        return not supervised and steps_as_numpy(self.env)
 
     def collect(
         self, state: tuple[torch.Tensor, ...], generator: torch.Generator
     ) -> tuple[torch.Tensor, ...]:
         """One rollout into the buffer: ``num_steps`` steps of every env from ``next_obs`` and
         the policy state ``state``; returns the state after it."""
+        with torch.inference_mode():
+            return self._collect(state, generator)
+
+    def _collect(
+        self, state: tuple[torch.Tensor, ...], generator: torch.Generator
+    ) -> tuple[torch.Tensor, ...]:
         buf, rng, out = self.buffer, self.env.np_random, self.finished
         buf.start_rollout()
         noise = torch.empty(buf.num_steps, buf.num_envs, self.num_actions)
@@ -306,13 +314,25 @@ class FusedStep:
             buf.obs, self.noise, buf.actions, buf.logprobs, buf.values
         )
 
-    def __call__(self, t: int) -> torch.Tensor:
-        """Act on the observations in slot ``t``; returns the actions, (N,) or (N, A) for a
-        Box action (a buffer view)."""
+    def __call__(
+        self,
+        t: int,
+        obs: torch.Tensor,
+        state: tuple[torch.Tensor, ...],
+        done: torch.Tensor | None,
+        mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Act on the observations in slot ``t`` (``obs`` is that slot; the MLP has no state,
+        the env no mask); returns the actions, (N,) or (N, A) for a Box action (a buffer view),
+        and ``state``. :class:`~rlperf.ppo.rollout.PolicyStep`'s interface."""
         if self.steps is None:
             raise RuntimeError("FusedStep: call start_rollout() before the first step")
         if self.generator is not None:
             noise = self.noise[t]
             torch.randn(noise.shape, generator=self.generator, out=noise)
         self.steps.act(t)
-        return self.buffer.actions[t]
+        return self.buffer.actions[t], state
+
+    def store(self, t: int, actions: torch.Tensor) -> None:
+        """Nothing to write: the kernel wrote step ``t``'s actions, log-probabilities and
+        values in place (no teacher runs with a fused step, so the actions are the policy's)."""

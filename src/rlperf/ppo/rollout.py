@@ -164,16 +164,23 @@ class RolloutBuffer:
         terminations: np.ndarray,
         truncations: np.ndarray,
     ) -> None:
+        """The whole transition of step ``t``: the policy's outputs and the environment's."""
+        self.store_policy(t, actions, logprobs, values)
+        self.store_env_step(t, rewards, terminations, truncations)
+
+    def store_policy(
+        self, t: int, actions: torch.Tensor, logprobs: torch.Tensor, values: torch.Tensor
+    ) -> None:
+        """The policy's outputs (N, ...) of step ``t``."""
         self.actions[t] = actions
         self.logprobs[t] = logprobs
         self.values[t] = values
-        self.store_env_step(t, rewards, terminations, truncations)
 
     def store_env_step(
         self, t: int, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray
     ) -> None:
-        """The environment's outputs (N,) of step ``t`` (the policy's are in place already:
-        the fused step writes them, ``ppo/fused_rollout.py``)."""
+        """The environment's outputs (N,) of step ``t`` (the policy's are the policy step's to
+        write: :class:`PolicyStep`, or a fused step that writes them in place)."""
         self.rewards_host[t] = rewards
         self.terminations_host[t] = terminations
         self.truncations_host[t] = truncations
@@ -299,3 +306,43 @@ def bootstrap_truncated(
     state_rows = tuple(s[row_index] for s in state)
     values = policy.value(torch.from_numpy(final_obs).to(buf.device), state_rows, None)
     buf.bootstrap_values[step_index, row_index] = values
+
+
+class PolicyStep:
+    """One rollout step's policy, the reference way: ``policy.act`` on the step's observations
+    (the policy protocol, ``policies/base.py``), its outputs written into the buffer's slot
+    ``t`` by :meth:`store`. The trainer's loop calls a step through this interface, so a fused
+    step (``ppo/fused_rollout.py``'s :class:`~rlperf.ppo.fused_rollout.FusedStep`, chosen once
+    in ``ppo/build.py``) replaces it without a branch in the loop.
+    """
+
+    def __init__(self, buffer: RolloutBuffer, policy: Any) -> None:
+        self.buffer, self.policy = buffer, policy
+        self.generator: torch.Generator | None = None
+        self._logprobs: torch.Tensor | None = None
+        self._values: torch.Tensor | None = None
+
+    def start_rollout(self, generator: torch.Generator) -> None:
+        """Sample from ``generator`` for the rollout that starts (call before its first step)."""
+        self.generator = generator
+
+    def __call__(
+        self,
+        t: int,
+        obs: torch.Tensor,
+        state: tuple[torch.Tensor, ...],
+        done: torch.Tensor | None,
+        mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Actions for step ``t``'s observations (slot ``t`` of the buffer) and the policy
+        state after them."""
+        actions, self._logprobs, self._values, state = self.policy.act(
+            obs, state, done, mask, self.generator
+        )
+        return actions, state
+
+    def store(self, t: int, actions: torch.Tensor) -> None:
+        """Write step ``t``'s actions (those the env took: a teacher may have replaced the
+        policy's) and the policy's log-probabilities and values into the buffer."""
+        self.buffer.store_policy(t, actions, cast(torch.Tensor, self._logprobs),
+                                 cast(torch.Tensor, self._values))  # fmt: skip

@@ -21,8 +21,10 @@ No ``.item()`` or other host sync happens inside ``rollout`` or ``update``: per-
 statistics are summed on the device and read once, in ``logging``.
 
 The trainer knows policies only through their protocol (``policies/base.py``) and environments
-through their :class:`~rlperf.envs.spec.EnvSpec`; which update and which sampler a run takes is
-decided once, in ``ppo/build.py``. A supervised teacher phase (``ppo/supervised.py``) plugs in as
+through their :class:`~rlperf.envs.spec.EnvSpec`; how a run fills its rollout (a whole-rollout
+collector, the fused step or ``policy.act``), which update and which sampler it takes are decided
+once, in ``ppo/build.py``, and :meth:`Trainer.collect`'s loop is the reference every fast path
+is tested against. A supervised teacher phase (``ppo/supervised.py``) plugs in as
 a hook on each step's actions and a choice of loss.
 
 On several ranks (``distributed/group.py``) each runs this loop on its own environments: the weights
@@ -33,7 +35,6 @@ start as rank 0's, each minibatch's gradient is averaged over the ranks, the glo
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,25 +42,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlperf import openmp
-from rlperf.config import Config, ConfigError
+from rlperf.config import Config
 from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.envs import check_env_name, make_env
-from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
-from rlperf.policies.registry import check_policy_fit, make_policy, policy_entry
-from rlperf.ppo.async_rollout import AsyncCollector
+from rlperf.envs.spec import read_action_mask
+from rlperf.policies.base import State
+from rlperf.policies.registry import make_policy
 from rlperf.ppo.build import (
-    check_recurrent_sizes,
-    check_total_steps,
+    make_collectors,
     make_env_step,
     make_normalizer,
     make_sampler,
     make_update,
+    phase_threads,
     resolve_device,
     run_facts,
     whole_update,
 )
-from rlperf.ppo.fused_rollout import make_fused
+from rlperf.ppo.checks import check_fit, env_spec
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import (
     STAT_NAMES,
@@ -67,7 +67,7 @@ from rlperf.ppo.loss import (
     finalize_supervised_stats,
     normalize_advantages,
 )
-from rlperf.ppo.rollout import RolloutBuffer, bootstrap_truncated
+from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
 from rlperf.run.allocator import keep_freed_memory
@@ -83,54 +83,6 @@ from rlperf.timing.sections import Profiler, get_profiler
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; training stopped before saving that iteration."""
-
-
-def env_spec(cfg: Config, env: Any, reset_infos: dict[str, Any]) -> EnvSpec:
-    """The spec of ``env`` just reset (``reset_infos``: its reset's infos); ConfigError when
-    rlperf cannot take its spaces."""
-    try:
-        return EnvSpec.from_env(env, reset_infos)
-    except UnsupportedSpaceError as e:
-        raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
-
-
-def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
-    """ConfigError unless the policy, the sizes and ``total_steps`` fit the env: ``rows`` rows
-    of observations ``spec`` on each of ``world_size`` ranks."""
-    if policy_entry(cfg.policy.kind).recurrent:
-        check_recurrent_sizes(cfg, rows)
-    check_total_steps(cfg, rows, world_size)
-    check_policy_fit(cfg.policy.kind, spec)
-
-
-def check_config(cfg: Config, world_size: int = 1) -> None:
-    """Every check ``Trainer(cfg)`` makes before any work, without training or starting a
-    process: ConfigError, UnknownEnvError or EnvOptionError (one line) on the first problem.
-
-    The env is built here with the serial backend (the same rows and spaces, no worker started)
-    to check the policy, the sizes and the teacher against it. Checks that depend on the
-    machine rather than on the command are left out: whether CUDA is here, and the cores
-    ``--num-workers`` may use (``--oversubscribe`` is assumed).
-
-    Args:
-        world_size: ranks of the run (``--nproc`` x ``--nnodes``).
-    """
-    cfg = Config.from_dict(cfg.to_dict())  # a copy: the caller's config stays as it was
-    cfg.env.oversubscribe = True
-    cfg.validate()
-    check_env_name(cfg.env.env)
-    cfg.env.validate_backend()
-    cfg.env.backend, cfg.env.num_workers, cfg.env.env_batch_size = "serial", 1, 0
-    cfg.env.inline_worker, cfg.env.pin_workers, cfg.env.worker_spin_us = False, False, -1
-    env = make_env(cfg.env, cfg.run.seed)
-    try:
-        _, reset_infos = env.reset(seed=cfg.run.seed)
-        spec = env_spec(cfg, env, reset_infos)
-        check_fit(cfg, spec, int(env.num_envs), world_size)
-        make_normalizer(cfg, spec)
-        make_teacher_phase(env, cfg.env.env, spec, cfg.teacher, torch.device("cpu"), Profiler())
-    finally:
-        env.close()
 
 
 class Trainer:
@@ -161,18 +113,7 @@ class Trainer:
         torch.manual_seed(seed)
         np.random.seed(seed)
 
-        # With env workers the cores beside the trainer's are theirs while they step: the rollout
-        # runs the policy on one thread, the update (the workers asleep) on --threads. Two
-        # threads in the rollout took a worker's core (0.61x serial's SPS); one thread for the
-        # whole run left a core idle through every update (docs/workers.md, openmp.py).
-        workers = cfg.env.backend == "multiprocess"
-        if workers and self.device.type == "cpu" and torch.get_num_threads() > 1:
-            problem = openmp.long_spin_problem()
-            if problem:  # the update's spare thread would spin into every rollout
-                warnings.warn(f"{problem}; the update runs on 1 thread", stacklevel=2)
-                torch.set_num_threads(1)
-        self.update_threads = torch.get_num_threads()
-        self.rollout_threads = 1 if workers else self.update_threads
+        self.update_threads, self.rollout_threads = phase_threads(cfg, self.device)
         self.threads = ThreadGovernor(
             self.update_threads,
             cfg.run.adapt_threads and self.device.type == "cpu",
@@ -202,15 +143,8 @@ class Trainer:
         self.update_impl = make_update(self.policy, cfg, minibatch_size, supervised_phase=teacher)
         self.update_impl.grad_allreduce = ranks.grad_allreduce
         self.state = self.policy.initial_state(self.rows)
-        self.buffer = RolloutBuffer(
-            cfg.ppo.num_steps,
-            self.rows,
-            self.spec,
-            self.device,
-            self.state,
-            cfg.ppo.bptt_horizon,
-            teacher=teacher,
-        )
+        self.buffer = RolloutBuffer(cfg.ppo.num_steps, self.rows, self.spec, self.device,
+                                    self.state, cfg.ppo.bptt_horizon, teacher=teacher)  # fmt: skip
         self.sampler = make_sampler(self.buffer)
         # The native MLP update of a flat rollout: every epoch in one call (ppo/update.py).
         self.whole_update = whole_update(self.update_impl, self.buffer)
@@ -224,18 +158,13 @@ class Trainer:
         self.iteration = 0
         self.global_step = 0
         self.episodes = EpisodeLog()
-        # Env workers in batches of ready rows (--env-batch-size < num_envs) fill the buffer
-        # their own way: each env row at its own pace (ppo/async_rollout.py).
-        self.async_collector = (
-            AsyncCollector(self.buffer, self.policy, self.env, self.spec, self.prof, self.episodes)
-            if cfg.env.asynchronous
-            else None
-        )
-        # The analytic MLP: on rlperf's CartPole one native call per rollout, on other envs one
-        # per step for the policy's part (ppo/fused_rollout.py).
-        self.fused_rollout, self.fused_step = make_fused(
+        # How the buffer is filled, chosen once (ppo/build.py): a whole rollout in one go where
+        # one applies (env workers' asynchronous batches, a fused kernel's rollout), and the
+        # policy's part of each step of collect()'s loop (policy.act, or the fused step).
+        self.whole_rollout, self.policy_step = make_collectors(
             cfg, self.env, self.spec, self.policy, self.buffer, teacher, self.prof, self.episodes
         )
+        self.reference_step = PolicyStep(self.buffer, self.policy)  # the teacher's rollouts
         self.prior_counted: tuple[int, float] = (0, 0.0)  # SPS steps and seconds before a resume
         self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
@@ -260,43 +189,36 @@ class Trainer:
 
         With ``supervised``, the teacher phase sees each step's actions (and may replace them).
         """
-        buf, env, policy, sec = self.buffer, self.env, self.policy, self.prof.section
         threads = self.threads.rollout
         threads.begin()
-        if self.async_collector is not None:
-            self.state = self.async_collector.collect(self.state, self.sample_gen)
-            self.global_step += buf.num_steps * buf.num_envs
-            threads.end(buf.num_steps)
-            return
-        if self.fused_rollout is not None and not supervised and self.fused_rollout.applies():
-            with torch.inference_mode():
-                self.state = self.fused_rollout.collect(self.state, self.sample_gen)
-            self.global_step += self.steps_per_iteration
-            threads.end(buf.num_steps)  # one C thread: nothing to watch inside
-            return
-        step_env, on_cpu = self.step_env, self.device.type == "cpu"
-        recurrent, has_mask = policy.recurrent, self.spec.has_mask
+        whole = self.whole_rollout
+        if whole is not None and whole.applies(supervised):
+            self.state = whole.collect(self.state, self.sample_gen)
+        else:
+            self.state = self._step_loop(supervised)
+        threads.end(self.buffer.num_steps)
+        self.global_step += self.steps_per_iteration
+
+    def _step_loop(self, supervised: bool) -> State:
+        """CleanRL's rollout loop: act, step the envs, store; returns the policy state."""
+        buf, env, sec, step_env = self.buffer, self.env, self.prof.section, self.step_env
+        on_cpu, threads = self.device.type == "cpu", self.threads.rollout
+        recurrent, has_mask = self.policy.recurrent, self.spec.has_mask
         to_env_actions = self.spec.action.to_env
         teacher = self.teacher_phase if supervised else None
-        fused_step = self.fused_step if not supervised else None
-        if fused_step is not None:
-            fused_step.start_rollout(self.sample_gen)
+        act = self.reference_step if supervised else self.policy_step
+        act.start_rollout(self.sample_gen)
         buf.start_rollout()
         obs_t = buf.obs[0]
         done_t, mask_t = buf.done_slot(0), buf.mask_slot(0)
         state = self.state
         # The parameters do not change during a rollout: the policy may prepare for that.
-        with torch.inference_mode(), policy.acting():
+        with torch.inference_mode(), self.policy.acting():
             for t in range(buf.num_steps):
                 if recurrent:
                     buf.store_state(t, state)
                 with sec(names.POLICY_FORWARD):
-                    if fused_step is not None:  # writes the buffer's policy slots itself
-                        actions = fused_step(t)
-                    else:
-                        actions, logprobs, values, state = policy.act(
-                            obs_t, state, done_t, mask_t, self.sample_gen
-                        )
+                    actions, state = act(t, obs_t, state, done_t, mask_t)
                 if teacher is not None:
                     actions = teacher.step(obs_t, actions, buf.teacher_slot(t), self.sample_gen)
                 with sec(names.DEVICE_TO_HOST):
@@ -307,12 +229,8 @@ class Trainer:
                 if infos and "_episode" in infos:
                     self.episodes.record(infos)
                 with sec(names.BUFFER_STORE):
-                    if fused_step is not None:
-                        buf.store_env_step(t, rewards, terminations, truncations)
-                    else:
-                        buf.store_step(
-                            t, actions, logprobs, values, rewards, terminations, truncations
-                        )
+                    act.store(t, actions)
+                    buf.store_env_step(t, rewards, terminations, truncations)
                     obs_t = buf.write_obs(t + 1, next_obs)
                     if recurrent:
                         done_t = buf.write_done(t + 1, terminations | truncations)
@@ -321,13 +239,11 @@ class Trainer:
                 if infos and "_final_obs" in infos and truncations.any():
                     with sec(names.TRUNCATION_BOOTSTRAP):
                         bootstrap_truncated(
-                            buf, policy, t, None, infos, terminations, truncations, state
+                            buf, self.policy, t, None, infos, terminations, truncations, state
                         )
                 if threads.watching:
                     threads.unit_done()
-        threads.end(buf.num_steps)
-        self.state = state
-        self.global_step += self.steps_per_iteration
+        return state
 
     def compute_advantages(self) -> None:
         """GAE over the buffer into ``buf.advantages`` (returns are advantages + values)."""
@@ -361,12 +277,8 @@ class Trainer:
 
     def _minibatch_updates(self, supervised: bool) -> torch.Tensor:
         """The sampler's minibatches through the update, one at a time; their stats summed."""
-        ppo, sec, impl, threads = (
-            self.cfg.ppo,
-            self.prof.section,
-            self.update_impl,
-            self.threads.update,
-        )
+        ppo, sec, impl = self.cfg.ppo, self.prof.section, self.update_impl
+        threads = self.threads.update
         loss_kw = {"supervised": True} if supervised else {}
         stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
         with sec(names.MINIBATCH_PREP):
@@ -492,14 +404,11 @@ class Trainer:
             "teacher_calls": dict(teacher.calls) if teacher is not None else None,
             "final_stats": stats_row,
             "interrupted": self.interrupted,
-            **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks.world_size),
-            # The most threads a phase could take (run_facts reads torch's current count, which
-            # the governor may have lowered for the moment).
+            **run_facts(self.cfg, self.env, self.update_impl, self.device, self.ranks),
+            # The most threads a phase could take, and what the governor gave each.
             "threads": self.update_threads,
             "rollout_threads": self.rollout_threads,
             "threads_used": self.threads.summary(),
-            "gloo_io": self.ranks.gloo_io,
-            "grad_exchange": self.ranks.grad_exchange,
         }
 
     # -- checkpoints ---------------------------------------------------------------------

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.config import LEFT_OUT, Config, ConfigError, field_index, preset, set_field
-from rlperf.ppo.trainer import check_config
+from rlperf.ppo.checks import check_config
 from rlperf.profiling.compare import (
     SPS,
     Comparison,

@@ -7,6 +7,7 @@ case is read against: MuJoCo's ``mj_step`` alone, the env's frame skip of subste
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .core import HISTORY, QUICK, SEED, Case, CaseSkipped, Prepared, Workload
@@ -79,13 +80,18 @@ def gaussian_act(num_envs: int, impl: str) -> Prepared:
 
     cfg.policy.fused_rollout = impl == "fused"
     trainer = Trainer(cfg)
-    step, buf, policy = trainer.fused_step, trainer.buffer, trainer.policy
+    buf, policy = trainer.buffer, trainer.policy
+    obs, gen = buf.obs[0], torch.Generator().manual_seed(SEED)
     if impl == "fused":
-        if step is None:
+        # The trainer's policy step (commits before the collectors were chosen once: its
+        # fused_step, called with the step's index alone).
+        step: Any = getattr(trainer, "policy_step", None) or getattr(trainer, "fused_step", None)
+        if type(step).__name__ != "FusedStep":
             raise CaseSkipped("the fused step does not apply here (kernel not built?)")
         step.start_rollout(trainer.sample_gen)
+        if "obs" in inspect.signature(step.__call__).parameters:
+            return Prepared(lambda: step(0, obs, (), None, None), num_envs, "samples")
         return Prepared(lambda: step(0), num_envs, "samples")
-    obs, gen = buf.obs[0], torch.Generator().manual_seed(SEED)
 
     def run() -> Any:
         with torch.inference_mode():
