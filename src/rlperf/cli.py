@@ -276,10 +276,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
     if "kind" not in given:
         fit_policy_to_env(cfg)
     # The config cannot tell a given --num-workers from its default; the command line can.
-    if "num_workers" in given and cfg.env.backend == "serial":
+    if "num_workers" in given and cfg.env.backend != "multiprocess":
         raise ConfigError(
-            "--num-workers needs --vec-backend multiprocess (the serial backend steps every "
-            "env in the trainer's process)"
+            f"--num-workers needs --vec-backend multiprocess (the {cfg.env.backend} backend "
+            "steps every env in the trainer's process)"
         )
     return cfg
 
@@ -303,14 +303,14 @@ def fit_policy_to_env(cfg: Config) -> None:
     one that can (images: cnn, flat vectors: mlp), so ``--env grid`` trains instead of failing
     on the MLP. One env of one copy is built to see them (UnknownEnvError / EnvOptionError as
     the run would raise); an explicit --policy is never changed."""
-    from rlperf.envs import make_vec
+    from rlperf.envs.backends import make_one
     from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError
     from rlperf.policies.registry import FLAT, IMAGE, policy_entry
 
     wants = policy_entry(cfg.policy.kind).observations
     if wants not in (FLAT, IMAGE):
         return
-    env = make_vec(cfg.env.env, 1, **cfg.env.options)
+    env = make_one(cfg.env)
     try:
         spec = EnvSpec.from_env(env)
     except UnsupportedSpaceError:

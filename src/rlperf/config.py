@@ -31,7 +31,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-BACKENDS = ("serial", "multiprocess")  # where the envs step (envs/backends.py)
+BACKENDS = ("serial", "multiprocess", "envpool")  # where the envs step (envs/backends.py)
 CONVLSTM_HEADS = ("pool", "flatten")  # what the ConvLSTM's projection reads (policies/convlstm.py)
 
 
@@ -73,8 +73,9 @@ class EnvConfig:
     )
     backend: str = _f(
         "serial",
-        "where the envs step: serial (in the trainer's process) or multiprocess (worker "
-        "processes over shared memory, envs/workers/)",
+        "where the envs step: serial (in the trainer's process), multiprocess (worker "
+        "processes over shared memory, envs/workers/) or envpool (EnvPool's C++ threads, for "
+        "the gym: ids it has; pip install 'rlperf[envpool]')",
         flag="vec-backend",
     )
     num_workers: int = _f(2, "worker processes of the multiprocess backend")
@@ -138,11 +139,11 @@ class EnvConfig:
             raise ConfigError(
                 f"--vec-backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
             )
-        if self.backend == "serial":
+        if self.backend in ("serial", "envpool"):
             if self.env_batch_size:
                 raise ConfigError(
-                    "--env-batch-size needs --vec-backend multiprocess (the serial backend "
-                    "steps every env together)"
+                    f"--env-batch-size needs --vec-backend multiprocess (the {self.backend} "
+                    "backend steps every env together)"
                 )
             if self.pin_workers:
                 raise ConfigError("--pin-workers needs --vec-backend multiprocess")
@@ -607,6 +608,23 @@ def _ultra_fast(cfg: Config) -> Config:
     return cfg
 
 
+def _atari(cfg: Config) -> Config:
+    """CleanRL's ``ppo_atari.py`` on an ALE v5 game (Breakout unless ``--env`` names another,
+    ``gym:ale_py:ALE/<Game>-v5``): 8 envs x 128 steps, 4 minibatches x 4 epochs, learning rate
+    2.5e-4 annealed, clip 0.1 (the value clip too), entropy 0.01, 10M steps, and the Nature CNN
+    (32 8x8/4, 64 4x4/2, 64 3x3/1, 512 features; policies/encoders.py) on 4 stacked 84x84 gray
+    uint8 frames, preprocessed by gymnasium's and stable-baselines3's wrappers as CleanRL's
+    (envs/atari.py; with --vec-backend envpool, EnvPool's equivalent; docs/atari.md)."""
+    from rlperf.envs.atari import ATARI_ENV, atari_options
+
+    cfg.env.env, cfg.env.num_envs, cfg.env.options = ATARI_ENV, 8, atari_options()
+    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "cnn", (32, 64, 64), 512
+    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.update_epochs = 128, 4, 4
+    cfg.ppo.learning_rate, cfg.ppo.clip_coef = 2.5e-4, 0.1
+    cfg.run.total_steps = 10_000_000
+    return cfg
+
+
 def _mujoco(cfg: Config) -> Config:
     """CleanRL's ``ppo_continuous_action.py`` on a MuJoCo env (HalfCheetah-v5 unless ``--env``
     names another): 1 env x 2048 steps, 32 minibatches x 10 epochs, learning rate 3e-4
@@ -634,6 +652,7 @@ PRESETS: dict[str, Callable[[Config], Config]] = {
     "original": _original,
     "ultra_fast": _ultra_fast,
     "mujoco": _mujoco,
+    "atari": _atari,
 }
 
 

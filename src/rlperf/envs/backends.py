@@ -3,9 +3,10 @@
 ``make_env(cfg.env, seed)`` is the one place that reads ``--vec-backend``: ``serial`` builds
 the env in this process (``make_vec``), ``multiprocess`` builds a
 :class:`~rlperf.envs.workers.MultiprocessVecEnv` with ``--num-workers`` and
-``--env-batch-size``. Both come back reset with ``seed`` and follow the same vector-env contract,
-except that the workers' arrays are views of their shared memory (``copy=False``): the trainer
-copies them into its rollout buffer before the next step.
+``--env-batch-size``, ``envpool`` an :class:`~rlperf.envs.envpool_backend.EnvPoolVecEnv`
+(EnvPool's C++ threads, in this process). All come back reset with ``seed`` and follow the
+same vector-env contract, except that the workers' arrays are views of their shared memory
+(``copy=False``): the trainer copies them into its rollout buffer before the next step.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
-    if cfg.backend == "serial":
-        return make_vec(cfg.env, cfg.num_envs, seed=seed, **cfg.options)
+    if cfg.backend in ("serial", "envpool"):
+        return make_one(cfg, cfg.num_envs, seed)
     from rlperf.envs.workers import MultiprocessVecEnv
 
     return MultiprocessVecEnv(
@@ -63,3 +64,18 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         # batch): views of the shared block save a second copy.
         copy=False,
     )
+
+
+def make_one(cfg: EnvConfig, num_envs: int = 1, seed: int | None = None) -> VectorEnv:
+    """``num_envs`` envs as ``cfg`` describes them, in this process: EnvPool's with
+    ``--vec-backend envpool`` (its ids, options and preprocessing), else the serial env that
+    every worker builds its share as. For reading the env's spaces without starting workers.
+
+    Raises:
+        ConfigError, UnknownEnvError, EnvOptionError: as :func:`make_env` (one line).
+    """
+    if cfg.backend == "envpool":
+        from rlperf.envs.envpool_backend import make_envpool_vec
+
+        return make_envpool_vec(cfg.env, num_envs, seed=seed, **cfg.options)
+    return make_vec(cfg.env, num_envs, seed=seed, **cfg.options)
