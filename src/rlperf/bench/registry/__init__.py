@@ -15,7 +15,7 @@ every commit; ``compat.py`` holds the shims for commits from before an API chang
 
 from __future__ import annotations
 
-from . import cartpole, catch, components, grid, mujoco, petri, robots
+from . import atari, cartpole, catch, components, grid, mujoco, petri, robots
 from .core import GATE, HISTORY, QUICK, TAGS, Case, CaseSkipped, Prepared, Workload
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
 
 # The workloads rlperf trains, in the gate's order.
 WORKLOADS: list[Workload] = [cartpole.MLP, cartpole.LSTM, petri.WORKLOAD, robots.WORKLOAD,
-                             grid.WORKLOAD, mujoco.WORKLOAD]  # fmt: skip
+                             grid.WORKLOAD, mujoco.WORKLOAD, atari.WORKLOAD]  # fmt: skip
 # Registered envs that are not a workload of their own, and why.
 NOT_WORKLOADS = {"catch": catch.REASON}
 
