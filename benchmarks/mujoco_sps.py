@@ -30,12 +30,11 @@ rlperf/physics (the wall time of 1M steps against the physics' own).
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from rlperf.bench.cleanrl import ScriptError, adapt_script, run_script
 from rlperf.bench.harness import Implementation, compare, summary
 
 ITERATION_STEPS = 2048  # CleanRL's 1 env x 2048 steps
@@ -62,21 +61,10 @@ CLEANRL_EDITS = (
 )
 
 
-class ScriptError(ValueError):
-    """CleanRL's script is not the one these edits were written for (one line)."""
-
-
 def adapted_cleanrl(source: str) -> str:
     """CleanRL's ``ppo_continuous_action.py`` text with :data:`CLEANRL_EDITS` applied;
     ScriptError when one of the lines they replace is missing (another version of it)."""
-    for old, new in CLEANRL_EDITS:
-        if old not in source:
-            raise ScriptError(
-                f"the CleanRL script lacks {old.strip().splitlines()[0]!r}: this benchmark "
-                "adapts the version of vwxyzjn/cleanrl's master of 2024-2026"
-            )
-        source = source.replace(old, new)
-    return source
+    return adapt_script(source, CLEANRL_EDITS)
 
 
 # -- workers (each runs in its own process) ------------------------------------------------
@@ -96,17 +84,10 @@ def worker_rlperf(env: str, total: int, threads: int) -> dict:
 
 
 def worker_cleanrl(script: str, env: str, total: int, threads: int) -> dict:
-    out = subprocess.run(
-        [sys.executable, script, "--env-id", env, "--total-timesteps", str(total), "--no-cuda",
-         "--seed", "1"],
-        capture_output=True, text=True, cwd=str(Path(script).parent),
-        env={**__import__("os").environ, "OMP_NUM_THREADS": str(threads)},
+    return run_script(
+        script, ["--env-id", env, "--total-timesteps", str(total), "--no-cuda", "--seed", "1"],
+        threads,
     )  # fmt: skip
-    sps = re.findall(r"^SPS: (\d+)$", out.stdout, re.MULTILINE)
-    if out.returncode != 0 or not sps:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"CleanRL's script failed ({out.returncode}): {tail}")
-    return {"sps": float(sps[-1])}
 
 
 def worker_physics(env: str, total: int) -> dict:

@@ -554,3 +554,51 @@ def run_lstm(
     return train(make_envs, make_agent, num_envs=num_envs, num_steps=num_steps, total=total,
                  threads=threads, seed=seed, coefs=coefs, warmup_iters=warmup_iters,
                  tensorboard_reads=True)  # fmt: skip
+
+
+# -- CleanRL's own scripts, run as published ------------------------------------------------
+# benchmarks/mujoco_sps.py and atari_sps.py time CleanRL's files themselves, not the loop above:
+# each adapted to today's gymnasium by a few checked (original, replacement) edits and run as
+# its own process, its SPS read from what it prints.
+
+
+class ScriptError(ValueError):
+    """CleanRL's script is not the one these edits were written for (one line)."""
+
+
+def adapt_script(source: str, edits: tuple[tuple[str, str], ...]) -> str:
+    """``source`` with every ``(original, replacement)`` of ``edits`` applied; ScriptError
+    naming the first original it lacks (another version of the script)."""
+    for old, new in edits:
+        if old not in source:
+            raise ScriptError(
+                f"the CleanRL script lacks {old.strip().splitlines()[0]!r}: this benchmark "
+                "adapts the version of vwxyzjn/cleanrl's master of 2024-2026"
+            )
+        source = source.replace(old, new)
+    return source
+
+
+def run_script(script: str, args: list[str], threads: int) -> dict[str, Any]:
+    """Run CleanRL script ``script`` with ``args`` in its own process (``OMP_NUM_THREADS``
+    ``threads``, in its own folder, where it writes ``runs/``): ``{"sps": its last printed
+    SPS}``, which is ``global_step / (time.time() - start_time)`` over its whole loop.
+
+    Raises:
+        RuntimeError: it failed or printed no SPS (its last line of stderr).
+    """
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True,
+        cwd=str(Path(script).parent), env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+    )  # fmt: skip
+    sps = re.findall(r"^SPS: (\d+)$", out.stdout, re.MULTILINE)
+    if out.returncode != 0 or not sps:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"CleanRL's script failed ({out.returncode}): {tail}")
+    return {"sps": float(sps[-1])}
