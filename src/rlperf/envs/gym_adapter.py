@@ -34,6 +34,7 @@ import difflib
 import importlib
 import re
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -154,6 +155,7 @@ def make_gym_vec(env_id: str, num_envs: int, **kwargs: Any) -> VectorEnv:
     wrappers = parse_wrappers(kwargs.pop(WRAPPERS_OPTION, None))
     if wrappers:
         wrappers = [EnvEpisodes, *wrappers]
+    quiet_mujoco(env_id)
     env = gymnasium.make_vec(
         env_id,
         num_envs=num_envs,
@@ -164,6 +166,28 @@ def make_gym_vec(env_id: str, num_envs: int, **kwargs: Any) -> VectorEnv:
     )
     stats = EpisodeStatistics(env) if wrappers else RecordEpisodeStatistics(env)
     return DenseFinalObs(stats)
+
+
+def quiet_mujoco(env_id: str) -> None:
+    """Route MuJoCo's warnings into Python's, for an id whose env is MuJoCo's.
+
+    MuJoCo's default warning handler prints each warning and appends it to MUJOCO_LOG.TXT in
+    the current directory: gymnasium's v5 models trip a deprecation warning when they compile,
+    so every env made (per sub-env, per worker) printed it again and left the file behind in
+    the user's directory. As a Python warning it is shown once and can be filtered."""
+    try:
+        entry_point = str(gymnasium.spec(env_id).entry_point)
+    except gymnasium.error.Error:  # an unknown id: make_vec says so
+        return
+    if "mujoco" not in entry_point:
+        return
+    import mujoco  # the id's env imports it anyway
+
+    mujoco.set_mju_user_warning(_mujoco_warning)
+
+
+def _mujoco_warning(message: str) -> None:
+    warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
 
 
 class EnvEpisodes(gymnasium.Wrapper):
