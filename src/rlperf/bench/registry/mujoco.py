@@ -61,12 +61,27 @@ def physics_step(frames: int) -> Prepared:
 
 def env_step(env: str, num_envs: int, backend: str) -> Prepared:
     """One step of every env through rlperf's vector env: ``serial`` (gymnasium's envs in
-    the trainer's process) or ``workers`` (two worker processes)."""
+    the trainer's process), ``workers`` (two worker processes) or ``envpool`` (EnvPool's C++
+    MuJoCo envs, the ``envpool`` extra)."""
     requires_mujoco()
     from .components import _env_step, _env_step_workers
 
     if backend == "workers":
         return _env_step_workers(env, num_envs, 2, num_envs)
+    if backend == "envpool":
+        import numpy as np
+
+        try:
+            from rlperf.envs.envpool_backend import make_envpool_vec
+        except ImportError as e:  # commits before the backend, or envpool missing
+            raise CaseSkipped(
+                f"no EnvPool backend here ({e}): pip install 'rlperf[envpool]'"
+            ) from e
+        vec = make_envpool_vec(env, num_envs, seed=SEED)
+        vec.reset(seed=SEED)
+        vec.single_action_space.seed(SEED)
+        actions = np.stack([vec.single_action_space.sample() for _ in range(num_envs)])
+        return Prepared(lambda: vec.step(actions), num_envs, "env_steps")
     return _env_step(env, num_envs)
 
 
@@ -128,6 +143,7 @@ WORKLOAD = Workload(
         Case("physics_step", {"frames": 256}, physics_step, _history),
         Case("env_step", {"env": ENV, "num_envs": 1, "backend": "serial"}, env_step, _quick),
         Case("env_step", {"env": ENV, "num_envs": 2, "backend": "workers"}, env_step),
+        Case("env_step", {"env": ENV, "num_envs": 1, "backend": "envpool"}, env_step, _history),
         Case("policy_act_gaussian", {"num_envs": 1, "impl": "fused"}, gaussian_act, _quick),
         Case("policy_act_gaussian", {"num_envs": 1, "impl": "torch"}, gaussian_act),
         Case("update_epoch", {}, update_epoch, _history),
