@@ -69,6 +69,7 @@ HEADERS = [
     "src/rlperf/_dense_cpu.h",
     "src/rlperf/ppo/_loss_rows.h",
     "src/rlperf/envs/_cartpole_cpu.h",
+    "src/rlperf/_span_log.h",
 ]
 
 

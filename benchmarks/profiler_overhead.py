@@ -17,8 +17,18 @@ profile whose torch.profiler exports one window, run ``--rounds`` times; it prin
 ``measurement/torch_profiler`` (the export included) against the untimed glue, the figures the
 tests check by section membership only (``tests/profiling/test_measurement_overhead.py``).
 
+With ``--kernel-spans`` it measures what putting the C kernels' phases into the trace costs
+(``profiling/torch_trace.py``): the default CartPole config trained under a torch.profiler
+session (the profile's default schedule) with the kernels' span logs off (A) and on (B),
+alternating A B B A ..., each a fresh trainer in this process. Timed in this process's CPU
+seconds (``time.process_time``: other work on the machine adds wall time, not CPU time): the
+run's whole CPU time and the ``rollout`` and ``update`` sections' CPU time in the recorded
+window (the kernels log spans only there); and the wall seconds of
+``measurement/torch_profiler`` (the export, and in B the spans written into it), the trace's
+size and the ranges added.
+
 Usage: ``python benchmarks/profiler_overhead.py [--rounds 5] [--steps 200000] [--threads N]
-[--json out.json] [--trace]``
+[--json out.json] [--trace | --kernel-spans]``
 """
 
 from __future__ import annotations
@@ -99,6 +109,78 @@ def trace_overhead(rounds: int) -> None:
     print(f"{overhead}: {spread(measured, '{:.3f}')} s; untimed: {spread(untimed, '{:.3f}')} s")
 
 
+def traced_run(kernel_spans: bool, steps: int, threads: int | None) -> dict[str, float]:
+    """CPU seconds of one default-config run under torch.profiler (the profile's default
+    schedule), and what its trace holds; see the module docstring."""
+    import tempfile
+    from pathlib import Path
+
+    from rlperf.profiling.torch_trace import TorchTrace, TraceSchedule
+    from rlperf.timing import names
+
+    cfg = Config()
+    cfg.run.total_steps, cfg.run.progress = steps, False
+    if threads is not None:
+        cfg.run.threads = threads
+    prof = Profiler()
+    trainer = Trainer(cfg, profiler=prof)
+    window_cpu = [0.0]  # CPU seconds of rollout + update while torch.profiler records
+
+    def cpu_hooks() -> tuple[Any, Any]:
+        started: dict[str, float] = {}
+
+        def enter(path: str) -> None:
+            if path in (names.ROLLOUT, names.UPDATE):
+                started[path] = time.process_time()
+
+        def leave(path: str) -> None:
+            if path in started and prof.wants_spans == kernel_spans and recording():
+                window_cpu[0] += time.process_time() - started.pop(path)
+
+        return enter, leave
+
+    with tempfile.TemporaryDirectory() as out:
+        trace = TorchTrace(Path(out), TraceSchedule(), kernel_spans=kernel_spans)
+
+        def recording() -> bool:
+            return trace._profile.current_action.name.startswith("RECORD")
+
+        enter, leave = cpu_hooks()
+        prof.add_hooks(enter, leave)
+        trainer.callbacks.append(trace.step)
+        cpu0 = time.process_time()
+        trace.start(prof)
+        trainer.train()
+        (path,) = trace.stop(prof)
+        cpu = time.process_time() - cpu0
+        events = json.loads(path.read_text())["traceEvents"]
+        size_mb = path.stat().st_size / 1e6
+    added = sum(1 for e in events if e.get("args", {}).get("source") == "rlperf kernel clock")
+    export = prof.totals_s()[names.path(names.MEASUREMENT, names.TORCH_PROFILER)]
+    return {"cpu_s": cpu, "window_cpu_s": window_cpu[0], "export_s": export,
+            "trace_mb": size_mb, "spans": added}  # fmt: skip
+
+
+def kernel_spans_overhead(rounds: int, steps: int, threads: int | None) -> None:
+    """A/B of the kernels' spans in the trace (module docstring)."""
+    traced_run(True, Config().batch_size * 8, threads)  # burn-in: imports, allocator
+    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for i in range(rounds):
+        for on in (False, True) if i % 2 == 0 else (True, False):
+            runs[on].append(traced_run(on, steps, threads))
+        a, b = runs[False][-1], runs[True][-1]
+        print(f"round {i + 1}/{rounds}: CPU off {a['cpu_s']:.2f} s, on {b['cpu_s']:.2f} s; "
+              f"export off {a['export_s']:.3f} s, on {b['export_s']:.3f} s")  # fmt: skip
+    print(f"\ndefault CartPole config, {steps:,} steps per run, {rounds} A/B pairs")
+    for key, label in (("cpu_s", "run, CPU s"), ("window_cpu_s", "rollout+update in window, s"),
+                       ("export_s", "measurement/torch_profiler, wall s"),
+                       ("trace_mb", "trace, MB"), ("spans", "kernel ranges added")):  # fmt: skip
+        off, on = ([r[key] for r in runs[flag]] for flag in (False, True))
+        diffs = [b - a for a, b in zip(off, on, strict=True)]
+        print(f"  {label:32} off {spread(off, '{:.3f}')}  on {spread(on, '{:.3f}')}  "
+              f"paired on - off {spread(diffs, '{:+.3f}')}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="A/B pairs (default 5)")
@@ -113,9 +195,17 @@ def main() -> None:
     parser.add_argument(
         "--trace", action="store_true", help="time the torch.profiler trace's own cost instead"
     )
+    parser.add_argument(
+        "--kernel-spans",
+        action="store_true",
+        help="time what the C kernels' phases in the trace cost instead (A/B, CPU time)",
+    )
     args = parser.parse_args()
     if args.trace:
         trace_overhead(args.rounds)
+        return
+    if args.kernel_spans:
+        kernel_spans_overhead(args.rounds, args.steps, args.threads)
         return
 
     on_ns, off_ns = section_cost_ns(True), section_cost_ns(False)

@@ -619,6 +619,7 @@ def lstm_cartpole_rollout(
     pool: np.ndarray,
     out: FinishedEpisodes,
     timing: bool,
+    spans: SpanLog | None = None,
 ) -> None:
     """A whole rollout of T steps of N CartPoles acted on by the LSTM actor-critic whose
     weights ``step`` holds (its batch N), in one kernel call: :func:`cartpole_rollout`'s loop
@@ -640,7 +641,7 @@ def lstm_cartpole_rollout(
             f"horizon dividing {t_len} (got {horizon})"
         )
     args, _scratch = _rollout_args(step.obs_dim, step.n_out - 1, buf, env, noise, pool, out,
-                                   timing)  # fmt: skip
+                                   timing, spans)  # fmt: skip
     segments = (t_len // horizon, n, hid)
     own = 2 * n * hid + n + n * step.n_out + sum(step._widths[1:]) + 2 * hid + step.n_out
     scratch = torch.empty(own)
@@ -796,6 +797,8 @@ class MLPUpdateKernel:
         self._mb_columns = new(4, batch)
         # Per phase (MLP_UPDATE_PHASES): total ns, calls, shortest, longest; the kernel adds.
         self.times = torch.zeros(len(MLP_UPDATE_PHASES), 4, dtype=torch.int64)
+        # Where each call also logs its phases' spans (a torch.profiler trace records), or None.
+        self.spans: SpanLog | None = None
         self._grad_args = _Bound(
             "MLPUpdateKernel", [("param", param), ("grad", grad), *own.items()], frozenset(own)
         )
@@ -856,7 +859,7 @@ class MLPUpdateKernel:
             oldlogprob.stride(0), advantages.stride(0), returns.stride(0), oldvalues.stride(0),
             int(self.gaussian), *self._tail, float(clip_coef), float(ent_coef), float(vf_coef),
             float(max_grad_norm), *ptrs, *self._grad_args.ptrs(), stats.data_ptr(),
-            self.times.data_ptr(),
+            self.times.data_ptr(), _span_ptr(self.spans),
         )  # fmt: skip
         return stats
 
@@ -868,7 +871,7 @@ class MLPUpdateKernel:
         ``max_grad_norm > 0`` the gradient is clipped first (several ranks: after averaging)."""
         _update.adam(  # type: ignore[union-attr]  # __init__ checked it is loaded
             self.count, float(lr), float(beta1), float(beta2), float(eps), float(max_grad_norm),
-            *self._adam_args.ptrs(), self.times.data_ptr(),
+            *self._adam_args.ptrs(), self.times.data_ptr(), _span_ptr(self.spans),
         )  # fmt: skip
 
     def epochs(
@@ -930,6 +933,7 @@ class MLPUpdateKernel:
             float(max_grad_norm), float(lr), float(beta1), float(beta2), float(eps), *ptrs,
             self._mb_actions.data_ptr(), *(cols[i].data_ptr() for i in range(4)),
             *self._epoch_args.ptrs(), stats.data_ptr(), self.times.data_ptr(),
+            _span_ptr(self.spans),
         )  # fmt: skip
         return stats
 
@@ -975,6 +979,44 @@ def _np_ptr(name: str, a: np.ndarray, shape: tuple[int, ...], dtype: type) -> in
 
 
 # -- observation/reward normalisation (envs/_normalize_cpu.c) -----------------------------
+class SpanLog:
+    """Where a kernel logs each timed phase's start and end while a torch.profiler trace
+    records (``_span_log.h``): (phase, start ns, end ns) on CLOCK_MONOTONIC, Python's
+    ``perf_counter_ns`` clock. Room for ``capacity`` spans; a call that logs more counts them
+    all and :meth:`take` grows the log to fit that many next time."""
+
+    def __init__(self, capacity: int) -> None:
+        self._buffer = self._sized(capacity)
+
+    @staticmethod
+    def _sized(capacity: int) -> np.ndarray:
+        buffer = np.zeros(2 + 3 * max(capacity, 1), np.int64)
+        buffer[1] = max(capacity, 1)
+        return buffer
+
+    @property
+    def ptr(self) -> int:
+        """The log's address, as the kernels take it (valid until the next :meth:`take`)."""
+        return int(self._buffer.__array_interface__["data"][0])
+
+    def take(self, phases: tuple[str, ...]) -> dict[str, list[tuple[int, int]]]:
+        """The spans logged since the last take, (start ns, end ns) by the name of their phase
+        (``phases`` in the kernel's order); the log restarts empty."""
+        logged, capacity = (int(x) for x in self._buffer[:2])
+        kept = min(logged, capacity)
+        out: dict[str, list[tuple[int, int]]] = {}
+        for phase, start, end in self._buffer[2 : 2 + 3 * kept].reshape(kept, 3).tolist():
+            out.setdefault(phases[phase], []).append((start, end))
+        if logged > capacity:
+            self._buffer = self._sized(logged)  # the next call's spans all fit
+        self._buffer[0] = 0
+        return out
+
+
+def _span_ptr(spans: SpanLog | None) -> int:
+    return 0 if spans is None else spans.ptr
+
+
 class NormalizeKernel:
     """:class:`~rlperf.envs.normalize.Normalizer`'s step in one kernel call
     (``envs/_normalize_cpu.c``): its numpy arithmetic on the statistics and running returns
@@ -1293,10 +1335,12 @@ def _rollout_args(
     pool: np.ndarray,
     out: FinishedEpisodes,
     timing: bool,
+    spans: SpanLog | None,
 ) -> tuple[tuple[int, ...], tuple[np.ndarray, ...]]:
     """The rollout's arguments as both fused rollouts take them (``envs/_cartpole_cpu.h``'s
     ``parse_rollout``), every array checked, for a policy of ``d`` features and ``a`` actions;
-    and the scratch arrays they point into, which the caller keeps until the call returns."""
+    and the scratch arrays they point into, which the caller keeps until the call returns.
+    ``spans`` (with ``timing``) logs each phase's start and end."""
     t_len, n = buf.actions.shape
     want_d = 4 if env.observe_full else 2
     if d != want_d:
@@ -1328,7 +1372,7 @@ def _rollout_args(
         _np_ptr("lengths", out.lengths, out.env.shape, np.int64),
         _np_ptr("seconds", out.seconds, out.env.shape, np.float64),
         _np_ptr("counts", out.counts, (2,), np.int64),
-        _np_ptr("phase_ns", out.phase_ns, (ROLLOUT_PHASES, 4), np.int64),
+        _np_ptr("phase_ns", out.phase_ns, (ROLLOUT_PHASES, 4), np.int64), _span_ptr(spans),
         _np_ptr("physics", env.physics, (9,), np.float64),
         *(int(x.__array_interface__["data"][0]) for x in scratch),
     )  # fmt: skip
@@ -1343,6 +1387,7 @@ def cartpole_rollout(
     pool: np.ndarray,
     out: FinishedEpisodes,
     timing: bool,
+    spans: SpanLog | None = None,
 ) -> None:
     """A whole rollout of T steps of N CartPoles acted on by ``mlp``, in one kernel call.
 
@@ -1352,7 +1397,10 @@ def cartpole_rollout(
     4 T N of them), writes the transition into ``buf`` (observation into slot t + 1) and the
     critic's value of the final observation of each truncated episode into
     ``buf.bootstrap_values``. The finished episodes, the draws used and (with ``timing``) the
-    phases' times go to ``out``; the env's arrays are updated in place.
+    phases' times go to ``out``, and their spans to ``spans`` if given; the env's arrays are
+    updated in place.
     """
-    args, _scratch = _rollout_args(mlp.obs_dim, mlp.num_actions, buf, env, noise, pool, out, timing)
+    args, _scratch = _rollout_args(
+        mlp.obs_dim, mlp.num_actions, buf, env, noise, pool, out, timing, spans
+    )
     _require_rollout().cartpole_rollout(*args, *mlp.args)

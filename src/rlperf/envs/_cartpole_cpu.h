@@ -13,13 +13,16 @@
  * Timing (the profiler's sections rollout/policy_forward, env_step, buffer_store,
  * truncation_bootstrap): with timing on, the loop reads CLOCK_MONOTONIC (the clock of Python's
  * perf_counter) at each phase boundary and accumulates per phase the calls, total, min and max
- * nanoseconds; native.py hands them to the profiler once per rollout.
+ * nanoseconds; native.py hands them to the profiler once per rollout. Given a span log
+ * (_span_log.h; while a torch.profiler trace records), each phase's start and end go into it.
  *
  * Needs <Python.h>, <math.h>, <stdint.h>, <string.h>, <time.h> and _dense_cpu.h (HOT, INLINE)
  * first.
  */
 #ifndef RLPERF_CARTPOLE_CPU_H
 #define RLPERF_CARTPOLE_CPU_H
+
+#include "../_span_log.h"
 
 /* Phases, in the order of native.ROLLOUT_PHASES. */
 enum { PH_POLICY, PH_ENV, PH_STORE, PH_BOOTSTRAP, N_PHASES };
@@ -66,6 +69,7 @@ typedef struct {
     double *fin_secs;
     int64_t *counts;     /* out (2): pool draws used, episodes finished */
     int64_t *phase_ns;   /* out (N_PHASES, 4): calls, total, min, max */
+    int64_t *spans;      /* out: each phase's start and end (_span_log.h), or NULL */
     Physics ph;
     /* scratch */
     unsigned char *term, *trunc; /* (N) */
@@ -194,12 +198,19 @@ static int cartpole_rollout(Rollout *r, const RolloutPolicy *pol) {
             phase_add(&times[PH_POLICY], t1 - t0);
             phase_add(&times[PH_ENV], t2 - t1);
             phase_add(&times[PH_STORE], t3 - t2);
+            span_log(r->spans, PH_POLICY, t0, t1);
+            span_log(r->spans, PH_ENV, t1, t2);
+            span_log(r->spans, PH_STORE, t2, t3);
         }
         if (any_trunc) { /* V(final obs) where a time limit, not the task, ended the episode */
             for (int j = 0; j < n; j++)
                 if (r->trunc[j] && !r->term[j])
                     pol->final_value(pol->ctx, r, t, j, r->bootstrap + row + j);
-            if (r->timing) phase_add(&times[PH_BOOTSTRAP], now_ns() - t3);
+            if (r->timing) {
+                const int64_t t4 = now_ns();
+                phase_add(&times[PH_BOOTSTRAP], t4 - t3);
+                span_log(r->spans, PH_BOOTSTRAP, t3, t4);
+            }
         }
     }
     r->counts[0] = pool_pos;
@@ -232,11 +243,11 @@ static int parse_ptrs(PyObject *const *args, int count, void **out) {
 }
 
 #define ROLLOUT_DIMS 8
-#define ROLLOUT_PTRS 24
+#define ROLLOUT_PTRS 25
 /* The rollout's arguments, as native.py passes them to either kernel: 8 ints (T, N, D, A,
- * max_steps, obs_full, timing, pool_len), then 24 pointers: obs, noise, actions, logprobs,
+ * max_steps, obs_full, timing, pool_len), then 25 pointers: obs, noise, actions, logprobs,
  * values, bootstrap, rewards, terms, truncs, state, ep_steps, ep_returns, ep_start_s, pool,
- * fin_env, fin_ret, fin_len, fin_secs, counts, phase_ns, physics (float64 (9,): gravity,
+ * fin_env, fin_ret, fin_len, fin_secs, counts, phase_ns, spans (a span log or 0), physics (float64 (9,): gravity,
  * total_mass, half_pole_length, mass_pole, pole_mass_length, force_mag, tau, theta_threshold,
  * x_threshold), scratch_flags ((2, N) uint8), next_obs and final_obs ((N, D) float32 scratch).
  * Returns 0, or -1 with a Python error set. */
@@ -258,7 +269,7 @@ static int parse_rollout(PyObject *const *args, Rollout *r) {
     r->bootstrap = *q++, r->rewards = *q++, r->terms = *q++, r->truncs = *q++;
     r->state = *q++, r->ep_steps = *q++, r->ep_returns = *q++, r->ep_start_s = *q++;
     r->pool = *q++, r->fin_env = *q++, r->fin_ret = *q++, r->fin_len = *q++, r->fin_secs = *q++;
-    r->counts = *q++, r->phase_ns = *q++;
+    r->counts = *q++, r->phase_ns = *q++, r->spans = *q++;
     const double *c = *q++;
     r->ph = (Physics){c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]};
     r->term = *q++;

@@ -27,6 +27,8 @@
  * per phase (0 forward + loss, 1 backward + clipping, 2 Adam, 3 gather + normalization) the
  * total, the calls, the shortest and the longest; native.py hands them to the profiler once
  * per update. Two clock reads a phase, ~50 ns each, against ~30-70 us phases at 128 rows.
+ * Given a span log (`spans`, _span_log.h; while a torch.profiler trace records), each phase's
+ * start and end go into it too; 0 for none.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,6 +43,7 @@
 
 #include "../_dense_cpu.h"
 #include "_loss_rows.h"
+#include "../_span_log.h"
 
 #define MAX_WIDTH 1024 /* any layer's width, the observation's included */
 #define MAX_LAYERS 8   /* hidden layers */
@@ -225,9 +228,11 @@ static inline int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* times[phase] = (total, calls, min, max) */
-static void record(int64_t *times, int phase, int64_t ns) {
+/* times[phase] = (total, calls, min, max); the span into `spans` if given. */
+static void record(int64_t *times, int64_t *spans, int phase, int64_t start, int64_t end) {
+    const int64_t ns = end - start;
     int64_t *t = times + 4 * phase;
+    span_log(spans, phase, start, end);
     if (t[1] == 0 || ns < t[2]) t[2] = ns;
     if (ns > t[3]) t[3] = ns;
     t[0] += ns;
@@ -334,12 +339,12 @@ static Loss minibatch_loss(const Update *u, void *const *cols, const long *strid
 
 /* gradients(11 ints: n, n_layers, A, clip_vloss, strides of obs rows, action (a Gaussian's:
  *           of its rows), oldlogp, adv, ret, oldv, gaussian; n_layers + 1 widths; param count;
- *           4 floats: clip_coef, ent_coef, vf_coef, max_grad_norm (<= 0: no clipping); 18 pointers: obs, action, oldlogp, adv,
+ *           4 floats: clip_coef, ent_coef, vf_coef, max_grad_norm (<= 0: no clipping); 19 pointers: obs, action, oldlogp, adv,
  *           ret, oldv, param, grad, x0, hidden, dz, logits, value, grad_logits, grad_value, wt,
- *           stats (5,), times (4, 4)) */
+ *           stats (5,), times (4, 4), spans (a span log or 0)) */
 #define G_INTS 11
 #define G_FLOATS 4
-#define G_PTRS 18
+#define G_PTRS 19
 static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long d[G_INTS + MAX_LAYERS + 2];
@@ -371,8 +376,8 @@ static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t 
         backward(&u);
         if (u.max_grad_norm > 0.0f) clip(u.grad, count, u.max_grad_norm);
         const int64_t t2 = now_ns();
-        record(times, 0, t1 - t0);
-        record(times, 1, t2 - t1);
+        record(times, p[18], 0, t0, t1);
+        record(times, p[18], 1, t1, t2);
     }
     Py_END_ALLOW_THREADS
     if (bad >= 0) {
@@ -385,24 +390,25 @@ static PyObject *py_gradients(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* adam(count, lr, beta1, beta2, eps, max_grad_norm (> 0: clip the gradient first, for several
  *      ranks, whose gradient is averaged between the two calls), 6 pointers: param, grad,
- *      exp_avg, exp_avg_sq, step (a float32 scalar, advanced here), times (4, 4)) */
+ *      exp_avg, exp_avg_sq, step (a float32 scalar, advanced here), times (4, 4), spans (a
+ *      span log or 0)) */
 static PyObject *py_adam(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 12) {
-        PyErr_Format(PyExc_TypeError, "expected 12 arguments, got %zd", nargs);
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "expected 13 arguments, got %zd", nargs);
         return NULL;
     }
     long count;
     double f[5];
-    void *p[6];
+    void *p[7];
     if (as_longs(args, 1, &count) < 0 || as_doubles(args + 1, 5, f) < 0 ||
-        as_ptrs(args + 6, 6, p) < 0)
+        as_ptrs(args + 6, 7, p) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     const int64_t t0 = now_ns();
     if (f[4] > 0.0) clip(p[1], count, (float)f[4]);
     adam(count, p[0], p[1], p[2], p[3], p[4], f[0], f[1], f[2], f[3]);
-    record(p[5], 2, now_ns() - t0);
+    record(p[5], p[6], 2, t0, now_ns());
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -459,11 +465,11 @@ __attribute__((optimize("fp-contract=off"))) HOT static void normalize(int n, fl
 /* epochs(9 ints: rows, b, minibatches, epochs, n_layers, A, clip_vloss, norm_adv, gaussian
  *        (the actions are then float32 (rows, A), the minibatch's (b, A)); n_layers + 1
  *        widths; param count; 8 floats: clip_coef, ent_coef, vf_coef, max_grad_norm (<= 0: no
- *        clipping), lr, beta1, beta2, eps; 26 pointers: the rollout's obs (rows, width[0]),
+ *        clipping), lr, beta1, beta2, eps; 27 pointers: the rollout's obs (rows, width[0]),
  *        actions int64, logprobs, values, advantages (rows,); perms int64 (epochs, rows); the
  *        minibatch's actions int64, oldlogp, adv, ret, oldv (b,); param, grad, x0, hidden, dz,
  *        logits, value, grad_logits, grad_value, wt, exp_avg, exp_avg_sq, step; stats_sum (5,);
- *        times (4, 4))
+ *        times (4, 4); spans (a span log or 0))
  *
  * The trainer's whole update of a feed-forward rollout in one call: for each epoch, `minibatches`
  * minibatches of `b` rows in the order of that epoch's permutation (rows past them left out, as
@@ -472,7 +478,7 @@ __attribute__((optimize("fp-contract=off"))) HOT static void normalize(int n, fl
  * order. Phase 3 of `times` is the gather and the normalization (minibatch_prep). */
 #define E_INTS 9
 #define E_FLOATS 8
-#define E_PTRS 26
+#define E_PTRS 27
 static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long d[E_INTS + MAX_LAYERS + 2];
@@ -519,7 +525,7 @@ static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nar
     const long contiguous[5] = {gaussian ? u.actions : 1, 1, 1, 1, 1};
     u.loss = minibatch_loss(&u, cols, contiguous, f, (int)d[6], stats, count);
     float *stats_sum = p[24];
-    int64_t *times = p[25];
+    int64_t *times = p[25], *spans = p[26];
     const int norm_adv = (int)d[7];
     Py_BEGIN_ALLOW_THREADS
     for (long e = 0; e < epochs; e++) {
@@ -537,10 +543,10 @@ static PyObject *py_epochs(PyObject *self, PyObject *const *args, Py_ssize_t nar
             adam(count, u.param, u.grad, p[21], p[22], p[23], f[4], f[5], f[6], f[7]);
             for (int i = 0; i < 5; i++) stats_sum[i] += stats[i];
             const int64_t t4 = now_ns();
-            record(times, 3, t1 - t0);
-            record(times, 0, t2 - t1);
-            record(times, 1, t3 - t2);
-            record(times, 2, t4 - t3);
+            record(times, spans, 3, t0, t1);
+            record(times, spans, 0, t1, t2);
+            record(times, spans, 1, t2, t3);
+            record(times, spans, 2, t3, t4);
         }
     }
     Py_END_ALLOW_THREADS

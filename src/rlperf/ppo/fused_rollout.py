@@ -32,8 +32,11 @@ The profiler's sections stay the torch path's: the kernel reads the clock at eac
 boundary (``CLOCK_MONOTONIC``, ~20 ns a read, four or five a step) and keeps per phase the
 calls, total, min and max; they are recorded once per rollout under ``rollout`` as
 ``policy_forward``, ``env_step``, ``buffer_store`` and ``truncation_bootstrap``
-(:meth:`~rlperf.timing.sections.Profiler.record`). ``device_to_host`` does not exist here (the
-actions never leave the kernel). With the profiler disabled the kernel reads no clock.
+(:meth:`~rlperf.timing.sections.Profiler.record`); while a torch.profiler trace records
+(:attr:`~rlperf.timing.sections.Profiler.wants_spans`) the kernel also logs each phase's start
+and end, which go into the trace as ranges of those names. ``device_to_host`` does not exist
+here (the actions never leave the kernel). With the profiler disabled the kernel reads no
+clock.
 """
 
 from __future__ import annotations
@@ -203,6 +206,8 @@ class FusedCartPoleRollout:
         self.num_actions = int(buffer.spec.action.nvec[0])
         self.reset_draws = 4 * t_len * n  # every row finishing at every step
         self.finished = native.FinishedEpisodes.sized(t_len * n)
+        self.span_log = native.SpanLog(len(PHASES) * t_len)
+        self.spans: native.SpanLog | None = None  # span_log while a trace records
         self.env_arrays = native.CartPoleArrays(
             env._state_t, env.episode_steps, env.episode_returns, env._episode_start_s,
             PHYSICS, env.observe == "full", env.max_episode_steps,
@@ -237,6 +242,7 @@ class FusedCartPoleRollout:
         saved = rng.bit_generator.state
         pool = rng.uniform(-cartpole.RESET_BOUND, cartpole.RESET_BOUND, size=self.reset_draws)
         timing = self.prof.enabled
+        self.spans = self.span_log if self.prof.wants_spans else None
         state = self._run(state, noise, pool, timing)
         # Give the unused draws back: the generator ends where the numpy env's would.
         rng.bit_generator.state = saved
@@ -246,8 +252,9 @@ class FusedCartPoleRollout:
             k = out.count
             self.episodes.extend(out.returns[:k], out.lengths[:k])
         if timing:
+            spans = {} if self.spans is None else self.spans.take(PHASES)
             for name, (calls, total, low, high) in zip(PHASES, out.phase_ns.tolist(), strict=True):
-                self.prof.record(name, total, calls, low, high)
+                self.prof.record(name, total, calls, low, high, spans.get(name, ()))
         return state
 
     def _run(
@@ -256,7 +263,7 @@ class FusedCartPoleRollout:
         assert isinstance(self.policy, MLPActorCritic)  # for the type checker: make_fused's
         native.cartpole_rollout(
             fused_mlp(self.policy), self.tensors, self.env_arrays, noise, pool, self.finished,
-            timing,
+            timing, self.spans,
         )  # fmt: skip
         return state
 
@@ -275,7 +282,7 @@ class FusedLSTMCartPoleRollout(FusedCartPoleRollout):
         native.lstm_cartpole_rollout(
             step, (h, c), cast(torch.Tensor, buf.done_slots),
             cast(tuple[torch.Tensor, torch.Tensor], buf.states), buf.horizon, self.tensors,
-            self.env_arrays, noise, pool, self.finished, timing,
+            self.env_arrays, noise, pool, self.finished, timing, self.spans,
         )  # fmt: skip
         return (h, c)
 

@@ -22,7 +22,8 @@
   4 x 128 the ~35 us of Python and torch around each ~125 us minibatch were a fifth of the
   update. The kernel times its phases itself; :meth:`NativeMLPUpdate.report_times` hands them to
   the profiler once per update, as the sections the others open (``minibatch_prep``, ``loss``,
-  ``backward``, ``optimizer_step``).
+  ``backward``, ``optimizer_step``), with each phase's start and end while a torch.profiler
+  trace records, for the trace's ranges.
 
 Both split a step into :meth:`gradients` (sections ``loss`` and ``backward``) and :meth:`apply`
 (``optimizer_step``), so the tests can compare the gradients of the two on one minibatch.
@@ -225,6 +226,7 @@ class NativeMLPUpdate(_FlatAdamUpdate):
         else:
             obs, actions, logprobs, values, _, returns = mb.rows
         c = self.coefs
+        self._log_spans(prof)
         stats = self.kernel.gradients(
             obs, actions, logprobs, advantages.reshape(-1), returns, values, c.clip_coef,
             c.clip_vloss, c.ent_coef, c.vf_coef,
@@ -277,6 +279,7 @@ class NativeMLPUpdate(_FlatAdamUpdate):
         with prof.section(names.MINIBATCH_PREP):
             for epoch in perms:
                 torch.randperm(rows, generator=generator, out=epoch)
+        self._log_spans(prof)
         return self.kernel.epochs(
             buf.obs.view(rows, -1), self._rows(buf.actions), buf.logprobs.view(rows),
             buf.values.view(rows), buf.advantages.view(rows), perms, num_minibatches,
@@ -287,9 +290,22 @@ class NativeMLPUpdate(_FlatAdamUpdate):
     def report_times(self, prof: Profiler) -> None:
         """The kernel's phases since the last report, as sections under the open one:
         ``loss`` (forward and loss), ``backward`` (with clipping), ``optimizer_step``, and from
-        :meth:`update_rollout` ``minibatch_prep`` (the gather and the normalization)."""
+        :meth:`update_rollout` ``minibatch_prep`` (the gather and the normalization), each
+        with its spans if the kernel logged them (:meth:`_log_spans`)."""
+        log = self.kernel.spans
+        spans = {} if log is None else log.take(native.MLP_UPDATE_PHASES)
         for name, (total, calls, shortest, longest) in self.kernel.take_times().items():
-            prof.record(name, total, calls, shortest, longest)
+            prof.record(name, total, calls, shortest, longest, spans.get(name, ()))
+
+    def _log_spans(self, prof: Profiler) -> None:
+        """Have the kernel log its phases' spans while ``prof`` wants them (a torch.profiler
+        trace records): room for an update's four phases per minibatch (the log grows if a
+        call logs more)."""
+        if not prof.wants_spans:
+            self.kernel.spans = None
+        elif self.kernel.spans is None:
+            ppo = self.ppo
+            self.kernel.spans = native.SpanLog(4 * ppo.update_epochs * ppo.num_minibatches)
 
     def state_dict(self) -> dict[str, Any]:
         return self.optimizer.state_dict()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import ParamSpec, TypeVar
 
 from rlperf.timing.breakdown import build_rows, render
@@ -29,6 +29,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _perf_ns = time.perf_counter_ns
+# Receives a section's full path and spans timed outside the profiler (Profiler.set_span_sink).
+SpanSink = Callable[[str, Sequence[tuple[int, int]]], None]
 
 
 class _Section:
@@ -100,6 +102,8 @@ class Profiler:
         # memory sampling). Empty in the common case, so the loops above cost nothing.
         self._enter_hooks: list[Callable[[str], None]] = []
         self._exit_hooks: list[Callable[[str], None]] = []
+        # Where the spans of :meth:`record` go (a torch.profiler window being recorded).
+        self._span_sink: SpanSink | None = None
         self.set_cuda_sync(cuda_sync)
 
     # -- control -------------------------------------------------------------------------
@@ -143,6 +147,18 @@ class Profiler:
         if on_exit in self._exit_hooks:
             self._exit_hooks.remove(on_exit)
 
+    def set_span_sink(self, sink: SpanSink | None) -> None:
+        """Where the spans handed to :meth:`record` go, called with the section's full path
+        and its (start ns, end ns) pairs on the ``perf_counter_ns`` clock; None: nowhere. While
+        one is set, :attr:`wants_spans` holds and the C kernels log their phases' spans."""
+        self._span_sink = sink
+
+    @property
+    def wants_spans(self) -> bool:
+        """Whether a caller of :meth:`record` should hand over each span (a span sink is set:
+        a torch.profiler trace is recording), not only the totals."""
+        return self.enabled and self._span_sink is not None
+
     # -- recording -----------------------------------------------------------------------
     def section(self, name: str) -> _Section | _NullSection:
         """Context manager timing ``name`` nested under the currently open section."""
@@ -163,10 +179,20 @@ class Profiler:
         handle = self._handles[(parent, name)] = _Section(self, stats)
         return handle
 
-    def record(self, name: str, total_ns: int, calls: int, min_ns: int, max_ns: int) -> None:
+    def record(
+        self,
+        name: str,
+        total_ns: int,
+        calls: int,
+        min_ns: int,
+        max_ns: int,
+        spans: Sequence[tuple[int, int]] = (),
+    ) -> None:
         """Add spans timed elsewhere (inside a C kernel) to ``name``, nested under the currently
         open section as :meth:`section` would nest it: ``calls`` spans of ``total_ns`` in all,
-        the shortest ``min_ns``, the longest ``max_ns``. Enter/exit hooks are not called."""
+        the shortest ``min_ns``, the longest ``max_ns``. Enter/exit hooks are not called; the
+        spans themselves, (start ns, end ns) on the ``perf_counter_ns`` clock where the caller
+        logged them (:attr:`wants_spans`), go to the span sink."""
         if not self.enabled or calls <= 0:
             return
         parent = self._stack[-1].path if self._stack else None
@@ -177,6 +203,8 @@ class Profiler:
         s.max_ns = max(s.max_ns, max_ns)
         s.calls += calls
         s.total_ns += total_ns
+        if spans and self._span_sink is not None:
+            self._span_sink(handle.path, spans)
 
     def function(self, name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Decorator timing every call of a function as a section (default name: qualname)."""
