@@ -5,6 +5,7 @@ exported trace as ranges nested in their parent section's range."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ def assert_spans_are_the_totals(prof: Profiler, got: Spans, since: int, until: i
         assert (min(durations), max(durations)) == (s.min_ns, s.max_ns), path
         assert all(since <= start <= end <= until for start, end in spans), path
     ordered = sorted(span for spans in got.values() for span in spans)
-    assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:])), "phases overlap"
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ordered)), "phases overlap"
 
 
 def test_a_profiler_without_a_sink_wants_no_spans_and_drops_them() -> None:
