@@ -178,7 +178,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     agent_log.addHandler(logging.NullHandler())
     agent_log.propagate = False
     endpoint = args.rdzv_endpoint or "localhost:0"
-    agent_options = agent_signal_options(LaunchConfig)
     config = LaunchConfig(
         min_nodes=args.nnodes,
         max_nodes=args.nnodes,
@@ -190,9 +189,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         max_restarts=args.max_restarts,
         monitor_interval=0.1,
         start_method="spawn",
-        **agent_options,
+        **agent_signal_options(LaunchConfig),
     )
-    with forwarded_stops(replace_agent_handler=not agent_options) as stops:
+    with forwarded_stops() as stops:
         try:
             elastic_launch(config, sys.executable)(*RANK_ENTRY, *argv)
         except KeyboardInterrupt:  # before any rank started (forwarded_stops)
@@ -212,9 +211,14 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def agent_signal_options(launch_config: type) -> dict[str, Any]:
-    """``LaunchConfig``'s argument that keeps the agent off :data:`FORWARDED_SIGNALS`, where
-    this torch's ``LaunchConfig`` takes one (``signals_to_handle``; not yet in 2.9); the
-    agent of an older one installs its handler on every signal (:func:`forwarded_stops`)."""
+    """``LaunchConfig``'s argument that keeps the agent off :data:`FORWARDED_SIGNALS`
+    (``signals_to_handle``, torch 2.10 on), where this torch's ``LaunchConfig`` takes it.
+
+    Below pyproject's torch floor it does not (torch 2.9: a TypeError that ended every
+    ``--nproc`` run): there the launch goes on, and the agent, which then installs its handler
+    on every signal when it starts the ranks, handles Ctrl-C and SIGTERM its own way (it
+    passes the signal on, kills the ranks after its shutdown timeout and ends in a traceback).
+    """
     if "signals_to_handle" in inspect.signature(launch_config).parameters:
         return {"signals_to_handle": AGENT_SIGNALS}
     return {}
@@ -233,25 +237,20 @@ class _Stops:
 
 
 @contextmanager
-def forwarded_stops(replace_agent_handler: bool = False) -> Iterator[_Stops]:
+def forwarded_stops() -> Iterator[_Stops]:
     """Inside: Ctrl-C or SIGTERM reaches the ranks as the same signal, and nothing else happens.
 
     The agent starts each rank in a session of its own, so the terminal's Ctrl-C, or a SIGTERM
-    from a job scheduler, reaches only the launcher; the agent's own handler would raise
-    SignalException, send the signal to the ranks, kill them after its shutdown timeout and end
-    in a traceback. Instead, each such signal is passed on to the ranks (the first makes them
-    finish the iteration, checkpoint it and stop; a second stops them at once) and the agent
-    sees them end: a rank stopped so exits 0 under this launcher (:func:`interrupted_status`),
-    so the agent neither restarts it (``--max-restarts``) nor reports a failure, and
-    :func:`run` returns 130 (Ctrl-C) or 143 (SIGTERM).
-
-    Args:
-        replace_agent_handler: torch's ``LaunchConfig`` cannot leave these signals out of the
-            agent's set (:func:`agent_signal_options`): the handler the agent installs when it
-            starts the ranks forwards them too, and keeps the agent's own way for the rest.
+    from a job scheduler, reaches only the launcher; the agent's own handler (left off these
+    signals by :func:`agent_signal_options`) would raise SignalException, send the signal to the
+    ranks, kill them after its shutdown timeout and end in a traceback. Instead, each such signal
+    is passed on to the ranks (the first makes them finish the iteration, checkpoint it and stop;
+    a second stops them at once) and the agent sees them end: a rank stopped so exits 0 under
+    this launcher (:func:`interrupted_status`), so the agent neither restarts it
+    (``--max-restarts``) nor reports a failure, and :func:`run` returns 130 (Ctrl-C) or 143
+    (SIGTERM).
     """
     import psutil
-    from torch.distributed.elastic.multiprocessing import api as agent_api
 
     state = _Stops()
     me = psutil.Process()
@@ -267,24 +266,12 @@ def forwarded_stops(replace_agent_handler: bool = False) -> Iterator[_Stops]:
             with suppress(ProcessLookupError):
                 os.kill(rank.pid, signum)
 
-    agent_handler = agent_api._terminate_process_handler
-
-    def agent_or_forward(signum: int, frame: Any) -> None:
-        if signum in FORWARDED_SIGNALS:
-            forward(signum, frame)
-        else:
-            agent_handler(signum, frame)
-
     saved_env = os.environ.get(LAUNCHER_ENV)
     os.environ[LAUNCHER_ENV] = "1"
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
-    if replace_agent_handler:
-        # PContext.start installs this module attribute, looked up by name, on each signal.
-        agent_api._terminate_process_handler = agent_or_forward
     try:
         yield state
     finally:
-        agent_api._terminate_process_handler = agent_handler
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         if saved_env is None:
