@@ -304,3 +304,31 @@ def test_an_mp4_without_imageio_ffmpeg_names_the_extra(runs: Path, usage_error, 
     line = usage_error(["eval", str(runs / "native"), "--video", str(runs / "v.mp4")])
     assert "needs imageio-ffmpeg" in line and "pip install 'rlperf[video]'" in line
     assert "or write a .gif" in line and tree(runs) == before
+
+
+def test_the_camera_follows_a_mujoco_body() -> None:
+    """gymnasium's MuJoCo renderer keeps its free camera where the first frame put it: the
+    video's camera looks at the tracked body (the config's trackbodyid, else the root) in x and
+    y each frame, its height kept."""
+    from types import SimpleNamespace
+
+    from rlperf.run.evaluate import follow_the_body
+
+    def vector_env(config: dict) -> SimpleNamespace:
+        cam = SimpleNamespace(lookat=np.array([0.0, 0.0, 1.15]))
+        sim = SimpleNamespace(
+            mujoco_renderer=SimpleNamespace(viewer=SimpleNamespace(cam=cam),
+                                            default_cam_config=config),
+            data=SimpleNamespace(subtree_com=np.array([[0, 0, 0], [20.0, 1.0, 0.5],
+                                                       [30.0, 2.0, 0.7]])),
+        )  # fmt: skip
+        sim.unwrapped = sim
+        return SimpleNamespace(unwrapped=SimpleNamespace(envs=[sim])), cam
+
+    env, cam = vector_env({"distance": 4.0})
+    follow_the_body(env)
+    np.testing.assert_array_equal(cam.lookat, [20.0, 1.0, 1.15])
+    env, cam = vector_env({"trackbodyid": 2})
+    follow_the_body(env)
+    np.testing.assert_array_equal(cam.lookat, [30.0, 2.0, 1.15])
+    follow_the_body(SimpleNamespace(unwrapped=SimpleNamespace()))  # not MuJoCo: nothing to do

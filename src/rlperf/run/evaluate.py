@@ -437,10 +437,31 @@ def check_renders(env: VectorEnv, name: str) -> None:
     render_env0(env, name)
 
 
+def follow_the_body(env: VectorEnv) -> None:
+    """Point env 0's camera at its body, where env 0 is a gymnasium MuJoCo env.
+
+    gymnasium's MuJoCo renderer uses a free camera that stays where the first frame put it
+    (HalfCheetah-v5's and Hopper-v5's configs name no tracking camera that it keeps): a trained
+    cheetah runs out of the picture within a few seconds. Each frame, the camera's look-at
+    point moves to the tracked body's subtree centre in x and y (the config's
+    ``trackbodyid``, else body 1, the root), its height and angles as the env set them."""
+    subs = getattr(env.unwrapped, "envs", None)
+    sim = subs[0].unwrapped if subs else None
+    renderer, data = getattr(sim, "mujoco_renderer", None), getattr(sim, "data", None)
+    viewer = getattr(renderer, "viewer", None)
+    if viewer is None or data is None:  # not MuJoCo, or before the first frame made the viewer
+        return
+    config = getattr(renderer, "default_cam_config", None) or {}
+    body = int(config.get("trackbodyid", 1))
+    if 0 < body < len(data.subtree_com):
+        viewer.cam.lookat[:2] = data.subtree_com[body][:2]
+
+
 def render_env0(env: VectorEnv, name: str) -> np.ndarray:
     """Env 0's current frame, (H, W, 3) uint8. EvalError (one line) where the env gives no RGB
     frame: no rgb_array rendering, or a renderer that fails (a missing package, no OpenGL)."""
     try:
+        follow_the_body(env)
         frame = env0_frame(env.render())
     except Exception as e:  # renderers raise what they like: DependencyNotInstalled, GL errors
         raise EvalError(
