@@ -581,8 +581,9 @@ def adapt_script(source: str, edits: tuple[tuple[str, str], ...]) -> str:
 
 def run_script(script: str, args: list[str], threads: int) -> dict[str, Any]:
     """Run CleanRL script ``script`` with ``args`` in its own process (``OMP_NUM_THREADS``
-    ``threads``, in its own folder, where it writes ``runs/``): ``{"sps": its last printed
-    SPS}``, which is ``global_step / (time.time() - start_time)`` over its whole loop.
+    ``threads``, in a fresh temporary folder, where it writes ``runs/``: two samples started in
+    the same second would share a TensorBoard folder): ``{"sps": its last printed SPS}``, which
+    is ``global_step / (time.time() - start_time)`` over its whole loop.
 
     Raises:
         RuntimeError: it failed or printed no SPS (its last line of stderr).
@@ -591,12 +592,14 @@ def run_script(script: str, args: list[str], threads: int) -> dict[str, Any]:
     import re
     import subprocess
     import sys
+    import tempfile
     from pathlib import Path
 
-    out = subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True,
-        cwd=str(Path(script).parent), env={**os.environ, "OMP_NUM_THREADS": str(threads)},
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="cleanrl-") as folder:
+        out = subprocess.run(
+            [sys.executable, str(Path(script).resolve()), *args], capture_output=True, text=True,
+            cwd=folder, env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+        )  # fmt: skip
     sps = re.findall(r"^SPS: (\d+)$", out.stdout, re.MULTILINE)
     if out.returncode != 0 or not sps:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
