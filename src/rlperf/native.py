@@ -1246,19 +1246,29 @@ class BoundSteps:
         alive: tuple[torch.Tensor, ...],
     ) -> None:
         self._mlp, self.t_len, self.n = mlp, t_len, n
-        self._ptrs, self._step_bytes = ptrs, tuple(n * b for b in row_bytes)
         self._alive = alive  # the pointers stay valid while this object lives
+        # Every step's whole argument list, made once per rollout: at one env a step's
+        # kernel call is ~2 us, and building its pointers each step cost as much again.
+        kernel = _require_rollout()
+        self._call = kernel.act if mlp.logstd_ptr is None else kernel.act_gaussian
+        step_bytes = [n * b for b in row_bytes]
+        self._args = [
+            (n, *mlp.args, *self._step_ptrs(ptrs, step_bytes, t, mlp.logstd_ptr))
+            for t in range(t_len)
+        ]
+
+    @staticmethod
+    def _step_ptrs(
+        ptrs: tuple[int, ...], step_bytes: list[int], t: int, logstd_ptr: int | None
+    ) -> tuple[int, ...]:
+        obs, noise, *out = [p + t * b for p, b in zip(ptrs, step_bytes, strict=True)]
+        return (obs, noise, *out) if logstd_ptr is None else (obs, noise, logstd_ptr, *out)
 
     def act(self, t: int) -> None:
         """:meth:`FusedMLP.act` on step ``t``'s slots (``0 <= t < T``)."""
         if not 0 <= t < self.t_len:
             raise KernelArgumentError(f"step {t} outside the bound rollout's 0..{self.t_len - 1}")
-        obs, noise, *out = [p + t * b for p, b in zip(self._ptrs, self._step_bytes, strict=True)]
-        mlp = self._mlp
-        if mlp.logstd_ptr is None:
-            _require_rollout().act(self.n, *mlp.args, obs, noise, *out)
-        else:
-            _require_rollout().act_gaussian(self.n, *mlp.args, obs, noise, mlp.logstd_ptr, *out)
+        self._call(*self._args[t])
 
 
 @dataclass

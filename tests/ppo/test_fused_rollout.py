@@ -200,6 +200,25 @@ def test_fused_gaussian_step_gives_the_torch_paths_trajectories(normalize: bool)
             t.update()
 
 
+def test_the_fused_step_rebinds_where_the_weights_move() -> None:
+    """The fused step keeps its binding across rollouts while the flat parameter keeps its
+    storage, and binds again where it moved (share_memory() gives it a new one)."""
+    cfg = with_overrides(config(2, 16, True), {"env.env": "gym:Pendulum-v1"})
+    trainer = Trainer(cfg, profiler=Profiler())
+    trainer.collect()
+    steps = trainer.policy_step.steps
+    trainer.collect()
+    assert trainer.policy_step.steps is steps, "the same binding while the weights stay put"
+    trainer.policy.share_memory()
+    with torch.no_grad():
+        trainer.policy.flat.mul_(1.5)
+    trainer.collect()
+    assert trainer.policy_step.steps is not steps, "bound again to the moved weights"
+    with torch.no_grad():  # the values written are the moved weights' own
+        _, value = trainer.policy.heads(trainer.buffer.obs[0])
+    torch.testing.assert_close(trainer.buffer.values[0], value, **TOL)
+
+
 def test_a_patched_env_step_keeps_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlperf.envs.cartpole import CartPoleVec
 

@@ -295,8 +295,8 @@ class FusedStep:
     Exp(1) draws are the torch path's: one (T, N, A) draw per rollout from the same generator
     is its T draws of (N, A), the same numbers (nothing else draws from it during a rollout
     without a teacher), so the actions are the same; a Box action's normal draws are made per
-    step (:meth:`start_rollout`). The buffer's slots are checked once per rollout
-    (:meth:`native.FusedMLP.bind_rollout`).
+    step (:meth:`start_rollout`). The buffer's slots are checked and bound once
+    (:meth:`native.FusedMLP.bind_rollout`), again only where the weights moved.
     """
 
     def __init__(self, buffer: RolloutBuffer, policy: MLPActorCritic) -> None:
@@ -304,6 +304,7 @@ class FusedStep:
         self.steps: native.BoundSteps | None = None
         self.noise = torch.empty(buffer.num_steps, buffer.num_envs, policy.action_dim)
         self.generator: torch.Generator | None = None
+        self._bound_weights = 0  # the flat parameter's address self.steps was bound to
 
     def start_rollout(self, generator: torch.Generator) -> None:
         """Take the policy's current weights and draw the rollout's noise (call once per
@@ -317,9 +318,15 @@ class FusedStep:
             self.generator = generator
         else:
             self.noise.exponential_(generator=generator)
-        self.steps = fused_mlp(self.policy).bind_rollout(
-            buf.obs, self.noise, buf.actions, buf.logprobs, buf.values
-        )
+        # The binding holds addresses: the buffer's and the noise's live as long as this
+        # object, the weights' while the flat parameter keeps its storage (Adam steps it in
+        # place; moving the policy, or assigning its data, makes a new one).
+        weights = self.policy.flat.data_ptr()
+        if self.steps is None or self._bound_weights != weights:
+            self.steps = fused_mlp(self.policy).bind_rollout(
+                buf.obs, self.noise, buf.actions, buf.logprobs, buf.values
+            )
+            self._bound_weights = weights
 
     def __call__(
         self,
