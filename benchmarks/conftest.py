@@ -2,14 +2,83 @@
 
 Kept out of the normal test run (pyproject's testpaths is ``tests``); tests/bench runs every
 case once instead, so a broken case still fails CI.
+
+Defaults of this suite (a flag on the command line wins):
+
+- the timer is ``time.process_time``, this process's CPU time (all its threads), as the gate
+  and asv time: on a shared machine another process adds wall time, not CPU time
+  (docs/benchmarks.md says why not the thread's CPU time);
+- ``--benchmark-max-time 0.5``: each case's rounds stop after about 0.5 s of the timer, or after
+  ``--benchmark-min-rounds`` (5) rounds; a case of seconds a call takes fewer
+  (``test_components.py`` and docs/benchmarks.md give the per-case budget);
+- after the run, and beside ``--benchmark-compare``'s table, the cases whose rounds spread too
+  widely for a comparison to mean anything are listed, with why (``rlperf.bench.spread``).
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
+
+from rlperf.bench.spread import case_warnings, warning_lines
+
+TIMER = "time.process_time"
+MAX_TIME_S = "0.5"
+
+
+def given(config: pytest.Config, flag: str) -> bool:
+    """Whether ``flag`` is on the command line (or in ``PYTEST_ADDOPTS``)."""
+    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    return any(a == flag or a.startswith(f"{flag}=") for a in args)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before pytest-benchmark's own pytest_configure (trylast), which reads its options.
+    if not hasattr(config.option, "benchmark_timer"):
+        return
+    if not given(config, "--benchmark-timer"):
+        config.option.benchmark_timer = TIMER
+    if not given(config, "--benchmark-max-time"):
+        config.option.benchmark_max_time = MAX_TIME_S
+
+
+def timer_name(timer: Any) -> str:
+    """The clock's name, from the function or from its name as a saved run stores it."""
+    return str(getattr(timer, "__name__", timer)).rpartition(".")[2]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_terminal_summary(terminalreporter: Any) -> Iterator[None]:
+    """After pytest-benchmark's table (and also when ``--benchmark-compare-fail`` raised from
+    it): the cases whose spread makes a comparison meaningless."""
+    yield
+    session = getattr(terminalreporter.config, "_benchmarksession", None)
+    if session is None:
+        return
+    stored: dict[str, dict[str, Any]] = {}
+    for mapping in (session.compared_mapping or {}).values():
+        stored.update(mapping)
+    flagged = {}
+    for bench in session.benchmarks:
+        if bench.has_error or not bench.stats.rounds:
+            continue
+        before = stored.get(bench.fullname)
+        timers = None
+        if before is not None:
+            timers = (timer_name(bench.options["timer"]), timer_name(before["options"]["timer"]))
+        reasons = case_warnings(bench.stats.as_dict(), before and before["stats"], timers)
+        if reasons:
+            flagged[bench.name] = reasons
+    lines = warning_lines(flagged, compared=bool(stored))
+    if lines:
+        terminalreporter.write_sep("-", "benchmark spread", yellow=True)
+        for line in lines:
+            terminalreporter.write_line(line, yellow=True)
 
 
 @pytest.fixture(autouse=True)
