@@ -1,4 +1,4 @@
-"""The checked boundary to the C kernels (``rlperf/native.py``): a tensor the kernel cannot read
+"""The checked boundary to the C kernels (``rlperf/native/``): a tensor the kernel cannot read
 (dtype, device, layout, shape, storage moved) is a Python exception before any C runs."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@
 
 /* The register tiles are written with GCC's vector extensions (gcc and clang; not MSVC). A
  * compiler without them gets no kernel: setup.py skips the build on MSVC, this stops any other,
- * and rlperf runs the torch implementations instead (native.py). */
+ * and rlperf runs the torch implementations instead (rlperf.native). */
 #if !defined(__GNUC__)
 #error "rlperf's C kernels need GCC vector extensions (gcc or clang)"
 #endif

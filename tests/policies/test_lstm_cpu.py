@@ -1,4 +1,4 @@
-"""The compiled CPU recurrence (``policies/_lstm_cpu.c``, called through ``rlperf/native.py``)
+"""The compiled CPU recurrence (``policies/_lstm_cpu.c``, called through ``rlperf/native/``)
 against the torch recurrence in float64 (itself checked against plain autograd, ``nn.LSTM`` and
 gradcheck in ``test_lstm.py``). Skipped, saying why, where the kernel is not built; the checks
 of the native boundary are in ``tests/test_native.py``."""

@@ -13,7 +13,7 @@
  * Timing (the profiler's sections rollout/policy_forward, env_step, buffer_store,
  * truncation_bootstrap): with timing on, the loop reads CLOCK_MONOTONIC (the clock of Python's
  * perf_counter) at each phase boundary and accumulates per phase the calls, total, min and max
- * nanoseconds; native.py hands them to the profiler once per rollout. Given a span log
+ * nanoseconds; rlperf.native hands them to the profiler once per rollout. Given a span log
  * (_span_log.h; while a torch.profiler trace records), each phase's start and end go into it.
  *
  * Needs <Python.h>, <math.h>, <stdint.h>, <string.h>, <time.h> and _dense_cpu.h (HOT, INLINE)
@@ -244,7 +244,7 @@ static int parse_ptrs(PyObject *const *args, int count, void **out) {
 
 #define ROLLOUT_DIMS 8
 #define ROLLOUT_PTRS 25
-/* The rollout's arguments, as native.py passes them to either kernel: 8 ints (T, N, D, A,
+/* The rollout's arguments, as rlperf.native passes them to either kernel: 8 ints (T, N, D, A,
  * max_steps, obs_full, timing, pool_len), then 25 pointers: obs, noise, actions, logprobs,
  * values, bootstrap, rewards, terms, truncs, state, ep_steps, ep_returns, ep_start_s, pool,
  * fin_env, fin_ret, fin_len, fin_secs, counts, phase_ns, spans (a span log or 0), physics (float64 (9,): gravity,

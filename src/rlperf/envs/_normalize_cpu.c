@@ -8,7 +8,7 @@
  * FMA contraction, setup.py's EXACT_ARGS), so the statistics and outputs are its bits: a shared
  * update sums the batch's rows in order, as numpy's reduction over axis 0 does, then takes
  * gymnasium's RunningMeanStd arithmetic; a per-env update is that arithmetic with a batch of one
- * sample. Called only from rlperf/native.py, which checks every array.
+ * sample. Called only from rlperf/native/, which checks every array.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

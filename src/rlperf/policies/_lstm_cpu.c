@@ -1,10 +1,10 @@
 /* The LSTM recurrence on the CPU, float32: a whole (T, B) sequence forward or backward in one
  * call; the whole actor-critic around it, forward, backward and rollout step ("The whole
  * actor-critic" below); and a whole rollout of it on rlperf's CartPole in one call ("The fused
- * CartPole rollout", the loop and the env shared with the MLP's in envs/_cartpole_cpu.h). Called only from rlperf/native.py, which checks every tensor (dtype,
+ * CartPole rollout", the loop and the env shared with the MLP's in envs/_cartpole_cpu.h). Called only from rlperf/native/, which checks every tensor (dtype,
  * device, contiguity, shape, storage) and passes raw pointers; nothing here allocates a tensor
  * or holds the GIL while it computes. The size limits below are exported as module constants
- * (MAX_HIDDEN, MAX_FEATURES, MAX_LAYERS): native.py reads them from here, so they are written
+ * (MAX_HIDDEN, MAX_FEATURES, MAX_LAYERS): rlperf.native reads them from here, so they are written
  * once.
  *
  * Why it exists: at CartPole's sizes (16 rows x 64 units per minibatch step) the torch version

@@ -10,7 +10,7 @@ Where the time goes, and why the unroll looks the way it does: at 16 environment
 of 32 steps is dominated by per-op overhead, not arithmetic, so the work is arranged to issue as
 few operations per step as possible. The recurrence has three implementations, one math:
 
-- **The compiled CPU path** (``policies/lstm_cpu.py`` through ``rlperf/native.py``), float32 on
+- **The compiled CPU path** (``policies/lstm_cpu.py`` through ``rlperf/native/``), float32 on
   the CPU with the kernel built: all T steps in one C call, forward and backward
   (:class:`~rlperf.policies.lstm_cpu.CompiledRecurrence`, an autograd node for
   :meth:`LSTMActorCritic.evaluate`). With a flat observation and one categorical action the

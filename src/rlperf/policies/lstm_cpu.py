@@ -16,7 +16,7 @@ same register tile (~105 GFLOPS on one core here at 512 x 64 x 256, where torch'
 ~84) and no op between them. Each thread takes its environments through every layer; the
 weight gradients, sums over all rows, are split by their rows after one barrier.
 
-Every call goes through ``rlperf/native.py``, which checks each tensor before C reads it and
+Every call goes through ``rlperf/native/``, which checks each tensor before C reads it and
 owns the kernel's limits. The kernel takes float32 CPU tensors; :func:`usable` says whether a
 call can use it, and ``LSTMCore`` falls back to the torch recurrence otherwise (CUDA, bf16/fp16
 autocast, float64 in the tests, or an install without a C compiler: :func:`available`). Its

@@ -1,7 +1,7 @@
 """PPO: rollout storage and samplers, GAE, the loss, the update, the trainer.
 
 The names below load on first use: the C kernels live in this package
-(``rlperf.ppo._loss_cpu``, ...), and ``rlperf/native.py`` imports them while it is itself
+(``rlperf.ppo._loss_cpu``, ...), and ``rlperf/native/`` imports them while it is itself
 being imported, so importing this package must not import the trainer (which needs native).
 """
 

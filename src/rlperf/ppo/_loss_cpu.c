@@ -1,8 +1,8 @@
 /* The PPO loss of one categorical action and its gradient with respect to the logits and the
  * value, on the CPU in float32: one pass over the rows instead of ~30 torch ops. Called only from
- * rlperf/native.py (for ppo/loss.py's discrete_ppo_loss_and_head_grads), which checks every
+ * rlperf/native/ (for ppo/loss.py's discrete_ppo_loss_and_head_grads), which checks every
  * tensor and passes pointers and strides; the torch version in loss.py is the reference it is
- * tested against. MAX_ACTIONS is exported as a module constant: native.py reads it from here.
+ * tested against. MAX_ACTIONS is exported as a module constant: rlperf.native reads it from here.
  *
  * Per row (A actions), as the torch version (see its docstring for the derivation):
  *   logp = log_softmax(logits), p = exp(logp), H = -sum p logp

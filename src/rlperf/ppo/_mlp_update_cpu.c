@@ -2,7 +2,7 @@
  * the CPU in float32, in two calls: `gradients` (forward of actor and critic, the PPO loss and
  * its head gradients, backward, global gradient-norm clipping) and `adam` (one Adam step on the
  * flat parameter buffer); or a rollout's every epoch of minibatches in one (`epochs`: the
- * gather of each minibatch's rows and the normalization of its advantages, then the two). Called only from rlperf/native.py (MLPUpdateKernel), which checks
+ * gather of each minibatch's rows and the normalization of its advantages, then the two). Called only from rlperf/native/ (MLPUpdateKernel), which checks
  * every tensor and binds the parameters, the optimizer state and this call's scratch once.
  *
  * Why: at 128 samples the analytic update in torch (ppo/update.py's AnalyticUpdate) issued ~40
@@ -25,7 +25,7 @@
  *
  * Timing: each call adds its phases' nanoseconds (CLOCK_MONOTONIC) into `times`, int64 (4, 4):
  * per phase (0 forward + loss, 1 backward + clipping, 2 Adam, 3 gather + normalization) the
- * total, the calls, the shortest and the longest; native.py hands them to the profiler once
+ * total, the calls, the shortest and the longest; rlperf.native hands them to the profiler once
  * per update. Two clock reads a phase, ~50 ns each, against ~30-70 us phases at 128 rows.
  * Given a span log (`spans`, _span_log.h; while a torch.profiler trace records), each phase's
  * start and end go into it too; 0 for none.

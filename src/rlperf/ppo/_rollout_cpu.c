@@ -9,7 +9,7 @@
  *                          in the same loop: policy, env step with autoreset, buffer writes and
  *                          the truncation bootstrap, in one call.
  *
- * Called only from rlperf/native.py, which checks every tensor and array (dtype, device,
+ * Called only from rlperf/native/, which checks every tensor and array (dtype, device,
  * contiguity, shape) and passes raw pointers; nothing here allocates a tensor or holds the GIL
  * while it computes.
  *
@@ -255,7 +255,7 @@ static void gae_advantages(long t_len, long n, const float *rewards, const float
     }
 }
 
-/* -- Python bindings (pointers and sizes only; native.py checks everything) --------------- */
+/* -- Python bindings (pointers and sizes only; rlperf.native checks everything) ----------- */
 
 /* The MLP's sizes and weights: args (L, *widths[L + 2], *w[L + 1], *b[L + 1]); returns the
  * number of arguments read, or -1. */

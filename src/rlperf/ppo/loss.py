@@ -13,7 +13,7 @@ reference, as in CleanRL). :func:`discrete_ppo_loss_and_head_grads` computes the
 the actor's logits and the critic's values together with the loss's gradient with respect to
 those two outputs, in closed form, for the analytic update (``policies/base.py``,
 ``ppo/update.py``); on the CPU in float32 through the compiled loop of ``_loss_cpu.c``
-(``rlperf/native.py``), elsewhere as torch ops.
+(``rlperf/native/``), elsewhere as torch ops.
 
 Statistics stay on the device while training: both functions return a (5,) tensor of means
 (:data:`STAT_NAMES`; the value entry is ``mean(max(...))`` before the 0.5), so summing them over

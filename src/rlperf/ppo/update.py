@@ -13,7 +13,7 @@
   autograd's graph, and :class:`FlatAdam`. At CartPole's sizes that issues a fraction of the
   operations, which is what the time is. :func:`analytic_update_applies` says when it can run.
 - :class:`NativeMLPUpdate`: the same update for the MLP (``policies/mlp.py``) in two calls of one
-  C kernel per minibatch (``ppo/_mlp_update_cpu.c`` through ``rlperf/native.py``): forward,
+  C kernel per minibatch (``ppo/_mlp_update_cpu.c`` through ``rlperf/native/``): forward,
   loss, backward and clipping in one, Adam in the other. At 128 samples the analytic update's
   ~40 torch ops cost ~0.7 ms of fixed per-op cost around ~60 us of arithmetic; this is the
   arithmetic. :func:`native_update_applies` says when it can run. Where the rollout is flat
