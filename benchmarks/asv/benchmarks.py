@@ -18,6 +18,7 @@ trainer: SPS = env steps / time).
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,15 +27,18 @@ from typing import Any
 BENCH = Path(__file__).resolve().parents[2] / "src" / "rlperf" / "bench"
 
 
-def _load_registry() -> Any:
+def _load_worker() -> Any:
     spec = importlib.util.spec_from_file_location("rlperf_asv_worker", BENCH / "worker.py")
     worker = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[spec.name] = worker  # type: ignore[union-attr]
     spec.loader.exec_module(worker)  # type: ignore[union-attr]
-    return worker.load_registry(BENCH / "registry", "rlperf_asv_registry")
+    return worker
 
 
-registry = _load_registry()
+_worker = _load_worker()
+registry = _worker.load_registry(BENCH / "registry", "rlperf_asv_registry")
+# The learning gate's workloads (``rlperf gate --learning``), loaded the same way.
+learning = _worker.load_registry(BENCH / "registry" / "learning.py", "rlperf_asv_learning")
 HISTORY = [c for c in registry.tagged(registry.HISTORY)]
 
 
@@ -105,3 +109,46 @@ class TimeTrain(_CaseBenchmark):
                 self.ready.run()
             self._prepared[name] = self.ready
         self.ready = self._prepared[name]
+
+
+class TrackLearning:
+    """Learning across commits: each of the learning gate's default workloads trained on seeds
+    1-5 to its return threshold (``registry/learning.py``), the median env steps and CPU
+    seconds to it. Training one thread from a seed is deterministic, so the steps are the same
+    number on every run of one commit and move only when a commit changes what is learned; a
+    run that never reaches the threshold counts as its cap (the median is then a lower bound).
+
+    ``setup_cache`` trains every workload once per commit (~1 min of CPU) and both ``track_``
+    methods read its results: asv passes them as the first argument.
+    """
+
+    params = [learning.default_names()]
+    param_names = ["workload"]
+    timeout = 900
+    SEEDS = (1, 2, 3, 4, 5)
+
+    def setup_cache(self) -> dict[str, list[dict[str, Any]]]:
+        import torch
+
+        torch.set_num_threads(1)
+        results: dict[str, list[dict[str, Any]]] = {}
+        for name in learning.default_names():
+            try:
+                results[name] = [learning.learn(name, seed) for seed in self.SEEDS]
+            except learning.WorkloadSkipped:
+                results[name] = []  # a workload this commit cannot run: no value
+        return results
+
+    def setup(self, results: dict[str, list[dict[str, Any]]], name: str) -> None:
+        if not results[name]:
+            raise NotImplementedError(f"{name}: not on this commit")
+
+    def track_steps_to_return(self, results: dict[str, list[dict[str, Any]]], name: str) -> float:
+        return statistics.median(run["steps"] for run in results[name])
+
+    track_steps_to_return.unit = "env steps"  # type: ignore[attr-defined]
+
+    def track_cpu_s_to_return(self, results: dict[str, list[dict[str, Any]]], name: str) -> float:
+        return statistics.median(run["cpu_s"] for run in results[name])
+
+    track_cpu_s_to_return.unit = "CPU seconds"  # type: ignore[attr-defined]

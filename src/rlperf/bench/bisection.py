@@ -20,14 +20,19 @@ bad input, or a case crashed (the message names the commit).
 
 Each step holds the gate's false-alarm rate (``(1 - confidence) / 2`` over its cases); a bisect
 of k steps takes a wrong turn on an unchanged commit with probability at most k times that.
+
+``rlperf bisect --learning`` searches the same way with the learning gate's step
+(``bench/learning_gate.py``): each commit's workloads trained to their return against GOOD's;
+the first commit that learns worse than GOOD.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 from rlperf.bench.gate import (
     EXIT_OK,
@@ -37,10 +42,8 @@ from rlperf.bench.gate import (
     REGISTRY,
     CaseResult,
     GateError,
-    Settings,
     Side,
     Worker,
-    format_verdict,
     run_rounds,
 )
 from rlperf.bench.stats import OK, REGRESSION, UNDECIDED
@@ -57,6 +60,22 @@ class BisectError(RuntimeError):
     """Bisect could not run (bad refs, a crashing case, a step undecidable): exit status 2."""
 
 
+class StepSettings(Protocol):
+    """What the search reads of a gate's settings (the SPS gate's or the learning gate's)."""
+
+    threshold: float
+    metric: str
+    max_rounds: int
+    worse: ClassVar[str]  # "slower", "learning worse"
+
+    def check_family(self, num_cases: int) -> None: ...
+
+
+# One gate decision of a commit against GOOD: (good, commit, cases, settings, log, worker) ->
+# each case's result (``decision(metric)``, ``verdicts[metric].ratio``, ``moved_phase()``).
+Rounds = Callable[[Side, Side, Any, Any, Callable[[str], None], Worker], list[Any]]
+
+
 @dataclass
 class Step:
     """One gate decision of the search: a commit against GOOD."""
@@ -65,6 +84,7 @@ class Step:
     subject: str
     results: list[CaseResult] = field(repr=False)
     metric: str
+    worse: str = "slower"  # the settings' word for a regression
 
     @property
     def decision(self) -> str:
@@ -89,7 +109,7 @@ class Step:
         case = self.worst()
         text = (
             f'{self.sha[:12]} "{self.subject}": {self.decision.upper()} {case.name} '
-            f"{format_verdict(case.verdicts[self.metric])}"
+            f"{case.verdict_text(self.metric)}"
         )
         return _with_phase(text, case)
 
@@ -98,7 +118,7 @@ class Step:
         case = self.worst()
         text = (
             f'{self.sha[:12]} "{self.subject}": {case.name} '
-            f"{case.verdicts[self.metric].ratio:.2f}x slower"
+            f"{case.verdicts[self.metric].ratio:.2f}x {self.worse}"
         )
         return _with_phase(text, case)
 
@@ -130,12 +150,13 @@ def bisect(
     repo: Path,
     good_ref: str,
     bad_ref: str,
-    cases: list[str],
-    settings: Settings,
+    cases: Sequence[Any],
+    settings: StepSettings,
     log: Callable[[str], None],
     say: Callable[[str], None],
     registry: Path = REGISTRY,
     preload: tuple[str, ...] = PRELOADED,
+    rounds: Rounds = run_rounds,
 ) -> Outcome:
     """Search BAD's first-parent line after GOOD for the first commit slower than GOOD.
 
@@ -144,6 +165,8 @@ def bisect(
         cases: registry case names, decided together at every step.
         log: receives the gate's per-round lines; ``say``: one line per step (the path).
         registry, preload: passed to the worker (tests time a tiny registry, preload nothing).
+        rounds: one step's gate decision (default: the SPS gate's; ``rlperf bisect --learning``
+            passes the learning gate's, with its workloads as ``cases``).
 
     Raises:
         BisectError: bad refs, GOOD not an ancestor of BAD, a case that crashed (the message
@@ -173,7 +196,7 @@ def bisect(
         require_package(good_side)
         worker = Worker(registry, preload)
         try:
-            return search(repo, good_side, commits, cases, settings, log, say, worker)
+            return search(repo, good_side, commits, cases, settings, log, say, worker, rounds)
         finally:
             worker.close()
 
@@ -182,11 +205,12 @@ def search(
     repo: Path,
     good: Side,
     commits: list[tuple[str, str]],
-    cases: list[str],
-    settings: Settings,
+    cases: Sequence[Any],
+    settings: StepSettings,
     log: Callable[[str], None],
     say: Callable[[str], None],
     worker: Worker,
+    rounds: Rounds = run_rounds,
 ) -> Outcome:
     """The steps: BAD, then halve ``(known fast, known slower]`` until one commit is left."""
     steps: list[Step] = []
@@ -198,10 +222,10 @@ def search(
             require_package(side)
             log(f"bisect step {len(steps) + 1}: {sha[:12]} against GOOD {good.sha[:12]}")
             try:
-                results = run_rounds(good, side, cases, settings, log, worker)
+                results = rounds(good, side, cases, settings, log, worker)
             except GateError as e:
                 raise BisectError(f"at commit {sha[:12]}: {e}") from e
-        step = Step(sha, subject, results, settings.metric)
+        step = Step(sha, subject, results, settings.metric, settings.worse)
         steps.append(step)
         say(f"step {len(steps)}: {step.describe()}")
         return step
@@ -231,17 +255,17 @@ def require_package(side: Side) -> None:
         raise BisectError(f"{side.label} {side.describe()} has no src/rlperf package")
 
 
-def verdict_line(out: Outcome, settings: Settings) -> str:
+def verdict_line(out: Outcome, settings: StepSettings) -> str:
     """The last line: what was found, and the exit status."""
     if out.code == EXIT_REGRESSION:
         assert out.first_slower is not None
         return (
-            f"bisect: first commit slower than GOOD beyond {settings.threshold:.0%}: "
+            f"bisect: first commit {settings.worse} than GOOD beyond {settings.threshold:.0%}: "
             f"{out.first_slower.summary()} ({len(out.steps)} steps, exit 1)"
         )
     if out.code == EXIT_OK:
         return (
-            f"bisect: BAD {out.bad[:12]} is not slower than GOOD {out.good[:12]} beyond "
+            f"bisect: BAD {out.bad[:12]} is not {settings.worse} than GOOD {out.good[:12]} beyond "
             f"{settings.threshold:.0%}: nothing to find (exit 0)"
         )
     return (

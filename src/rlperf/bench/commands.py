@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rlperf.bench import learning_gate
 from rlperf.bench.bisection import BisectError, bisect
 from rlperf.bench.bisection import verdict_line as bisect_verdict_line
 from rlperf.bench.gate import (
@@ -25,6 +27,7 @@ from rlperf.bench.gate import (
     GateError,
     Settings,
     Side,
+    Worker,
     analyse,
     exit_code,
     report,
@@ -32,7 +35,10 @@ from rlperf.bench.gate import (
     run_rounds,
 )
 from rlperf.bench.history import HistoryError, build, results_dir_from_conf
+from rlperf.bench.learning_gate import LEARNING_METRICS, LearningSettings, WorkloadResult
 from rlperf.bench.registry import UnknownCaseError, gate_case_names, select
+from rlperf.bench.registry import learning as learning_registry
+from rlperf.bench.registry.learning import UnknownWorkloadError
 from rlperf.bench.worktree import (
     GitError,
     build_in_place,
@@ -54,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Time registry cases of a base commit and of the head, alternating in fresh "
             "processes, until the head/base time ratio's interval is clearly below or above "
-            "1 + threshold. Exit 0: no regression; 1: regression; 2: undecided or could not run."
+            "1 + threshold. With --learning, train workloads of both up to a return threshold "
+            "instead and compare steps to it. Exit 0: no regression; 1: regression; 2: undecided "
+            "or could not run."
         ),
     )
     gate.add_argument("--base", metavar="REF", help="commit to compare against (origin/main)")
@@ -62,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--head", metavar="REF", help="commit to test (default: the current working tree)"
     )
     add_settings(gate)
+    add_learning_options(gate)
     gate.add_argument(
         "--json",
         metavar="FILE",
@@ -89,6 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bisect_parser.add_argument("good", metavar="GOOD", help="a commit known to be fast")
     bisect_parser.add_argument("bad", metavar="BAD", help="a later commit known or feared slow")
     add_settings(bisect_parser)
+    add_learning_options(bisect_parser)
     bisect_parser.set_defaults(func=cmd_bisect, check=check_bisect)
 
     history = subparsers.add_parser(
@@ -117,34 +127,96 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     history.set_defaults(func=cmd_history)
 
 
+class Unset:
+    """A default the parser filled in, not a value given on the command line: the SPS gate and
+    the learning gate share options with different defaults, and ``--learning`` replaces only
+    these. The subclasses below are the value itself otherwise (``0.02``, ``25``, ``cpu``)."""
+
+
+class UnsetFloat(float, Unset):
+    pass
+
+
+class UnsetInt(int, Unset):
+    pass
+
+
+class UnsetStr(str, Unset):
+    pass
+
+
+def unset(value: Any) -> Any:
+    """``value`` marked as the parser's default."""
+    return {float: UnsetFloat, int: UnsetInt, str: UnsetStr}[type(value)](value)
+
+
+# Options the SPS gate and the learning gate share: the SPS gate's defaults, marked unset.
+SHARED = (
+    ("--threshold", float, "threshold",
+     "slowdown (--learning: more steps to the return) that fails the gate, as a fraction"),
+    ("--confidence", float, "confidence", "interval coverage; false alarms <= (1-c)/2"),
+    ("--min-rounds", int, "min_rounds", "fewest rounds before deciding (--learning: first look)"),
+    ("--max-rounds", int, "max_rounds",
+     "rounds before giving up undecided (--learning: last look)"),
+)  # fmt: skip
+# The SPS gate's alone: refused with --learning.
+SPS_ONLY = (
+    ("--pairs", int, "pairs_per_round", "samples per side per round"),
+    ("--sample-s", float, "sample_s", "CPU seconds of one sample"),
+    ("--warmup-s", float, "warmup_s", "untimed CPU seconds per case and round"),
+)
+
+
 def add_settings(parser: argparse.ArgumentParser) -> None:
     """The gate's measuring and deciding options (shared by gate and bisect)."""
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=Settings.threshold,
-        help=f"slowdown that fails the gate, as a fraction (default: {Settings.threshold})",
-    )
     parser.add_argument(
         "--cases",
         help="comma-separated case names or components (default: the registry's cases tagged "
         "gate, one end-to-end training case per workload; printed when the gate starts)",
     )
     parser.add_argument(
-        "--metric", choices=METRICS, default="cpu", help="time the decision uses (default: cpu)"
+        "--metric",
+        choices=(*METRICS, *(m for m in LEARNING_METRICS if m not in METRICS)),
+        default=unset(Settings.metric),
+        help="what the decision uses: cpu or wall time (default: cpu); with --learning, steps "
+        "or cpu seconds to the return (default: steps)",
     )
-    defaults = Settings()
-    tuning = (
-        ("--confidence", float, "confidence", "interval coverage; false alarms <= (1-c)/2"),
-        ("--min-rounds", int, "min_rounds", "fewest rounds before deciding"),
-        ("--max-rounds", int, "max_rounds", "rounds before giving up undecided"),
-        ("--pairs", int, "pairs_per_round", "samples per side per round"),
-        ("--sample-s", float, "sample_s", "CPU seconds of one sample"),
-        ("--warmup-s", float, "warmup_s", "untimed CPU seconds per case and round"),
+    sps, learning = Settings(), LearningSettings()
+    for flag, kind, attr, text in SHARED:
+        default = getattr(sps, attr)
+        both = f"default: {default}; --learning: {getattr(learning, attr)}"
+        parser.add_argument(flag, type=kind, default=unset(default), help=f"{text} ({both})")
+    for flag, kind, attr, text in SPS_ONLY:
+        default = getattr(sps, attr)
+        parser.add_argument(flag, type=kind, default=unset(default),
+                            help=f"{text} (default: {default})")  # fmt: skip
+
+
+def add_learning_options(parser: argparse.ArgumentParser) -> None:
+    """``--learning`` and the options only it takes."""
+    defaults = LearningSettings()
+    parser.add_argument(
+        "--learning",
+        action="store_true",
+        help="the learning gate: train workloads up to a return threshold on both sides and "
+        "compare env steps to it (docs/gate.md#learning-gate)",
     )
-    for flag, kind, attr, text in tuning:
-        default = getattr(defaults, attr)
-        parser.add_argument(flag, type=kind, default=default, help=f"{text} (default: {default})")
+    parser.add_argument(
+        "--workloads",
+        help="--learning: comma-separated learning workloads, each NAME or NAME=RETURN for "
+        f"another threshold (default: {','.join(learning_registry.default_names())})",
+    )
+    parser.add_argument(
+        "--looks",
+        type=int,
+        help=f"--learning: looks from --min-rounds to --max-rounds (default: {defaults.looks})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="--learning: seed of the first base run, the others follow it (default: random, "
+        "printed)",
+    )
 
 
 def error(message: str) -> int:
@@ -157,17 +229,85 @@ def split_cases(text: str) -> list[str]:
     return [name.strip() for name in re.split(r",(?![^\[]*\])", text) if name.strip()]
 
 
+def given(args: argparse.Namespace, attr: str, default: Any) -> Any:
+    """The option's value, or ``default`` where it was not given (None, or the parser's
+    :class:`Unset` default)."""
+    value = getattr(args, attr, None)
+    return default if value is None or isinstance(value, Unset) else value
+
+
+def was_given(args: argparse.Namespace, attr: str) -> bool:
+    return given(args, attr, None) is not None
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The SPS gate's settings; GateError on an option only ``--learning`` takes."""
+    for flag, attr in (("--workloads", "workloads"), ("--looks", "looks"), ("--seed", "seed")):
+        if was_given(args, attr):
+            raise GateError(f"{flag} needs --learning")
+    if args.metric not in METRICS:
+        raise GateError(f"--metric {args.metric} needs --learning")
+    d = Settings()
     return Settings(
-        threshold=args.threshold,
-        metric=args.metric,
-        confidence=args.confidence,
-        min_rounds=args.min_rounds,
-        max_rounds=args.max_rounds,
-        pairs_per_round=args.pairs,
-        sample_s=args.sample_s,
-        warmup_s=args.warmup_s,
+        threshold=given(args, "threshold", d.threshold),
+        metric=given(args, "metric", d.metric),
+        confidence=given(args, "confidence", d.confidence),
+        min_rounds=given(args, "min_rounds", d.min_rounds),
+        max_rounds=given(args, "max_rounds", d.max_rounds),
+        pairs_per_round=given(args, "pairs", d.pairs_per_round),
+        sample_s=given(args, "sample_s", d.sample_s),
+        warmup_s=given(args, "warmup_s", d.warmup_s),
     ).check()
+
+
+def learning_settings_from_args(args: argparse.Namespace) -> LearningSettings:
+    """The learning gate's settings; GateError on an option only the SPS gate takes."""
+    for flag in ("--cases", *(option[0] for option in SPS_ONLY)):
+        if was_given(args, flag[2:].replace("-", "_")):  # the option's dest
+            raise GateError(f"{flag} is the SPS gate's option: not for --learning")
+    if was_given(args, "metric") and args.metric not in LEARNING_METRICS:
+        raise GateError(
+            f"--learning --metric must be one of {', '.join(LEARNING_METRICS)}, got {args.metric}"
+        )
+    d = LearningSettings()
+    return LearningSettings(
+        threshold=given(args, "threshold", d.threshold),
+        metric=given(args, "metric", d.metric),
+        confidence=given(args, "confidence", d.confidence),
+        min_rounds=given(args, "min_rounds", d.min_rounds),
+        max_rounds=given(args, "max_rounds", d.max_rounds),
+        looks=given(args, "looks", d.looks),
+        seed=args.seed,
+    ).check()
+
+
+def learning_workloads(text: str | None) -> list[tuple[str, float | None]]:
+    """(name, return threshold or None) per ``--workloads`` entry (None: the default set);
+    UnknownWorkloadError for a name that is none, GateError for a threshold no run can reach
+    (above the best return the workload's episodes can give) or an empty list."""
+    if text is None:
+        return [(name, None) for name in learning_registry.default_names()]
+    chosen: list[tuple[str, float | None]] = []
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        name, _, value = entry.partition("=")
+        workload = learning_registry.get(name.strip())
+        threshold: float | None = None
+        if value:
+            try:
+                threshold = float(value)
+            except ValueError:
+                raise GateError(f"--workloads {entry}: {value!r} is not a return") from None
+            if not math.isfinite(threshold) or threshold > workload.best_return:
+                raise GateError(
+                    f"--workloads {entry}: no run can reach a return of {value}: the best an "
+                    f"episode of {workload.name} returns is {workload.best_return:g}"
+                )
+        if any(n == workload.name for n, _ in chosen):
+            raise GateError(f"--workloads names {workload.name} twice")
+        chosen.append((workload.name, threshold))
+    if not chosen:
+        raise GateError("--workloads names no workload")
+    return chosen
 
 
 def gate_plan(args: argparse.Namespace) -> tuple[Settings, list[str] | None]:
@@ -183,18 +323,39 @@ def gate_plan(args: argparse.Namespace) -> tuple[Settings, list[str] | None]:
     return settings, names
 
 
+def learning_plan(
+    args: argparse.Namespace,
+) -> tuple[LearningSettings, list[tuple[str, float | None]] | None]:
+    """``gate --learning``'s settings and workloads (None with --from-json); GateError or
+    UnknownWorkloadError on bad input, before any work."""
+    settings = learning_settings_from_args(args)
+    if args.from_json is not None:
+        return settings, None
+    if not args.base:
+        raise GateError("--base REF is required (or --from-json FILE)")
+    workloads = learning_workloads(args.workloads)
+    settings.check_family(len(workloads))
+    return settings, workloads
+
+
 def check_gate(args: argparse.Namespace) -> None:
     """``gate``'s checks before any work, less the files and git refs it names (see
     :func:`rlperf.cli.check_command`)."""
     with usage_errors():
-        gate_plan(args)
+        if args.learning:
+            learning_plan(args)
+        else:
+            gate_plan(args)
 
 
 def check_bisect(args: argparse.Namespace) -> None:
     """``bisect``'s checks before any work, less the git refs it names."""
     with usage_errors():
-        settings_from_args(args)
-        case_names(args.cases)
+        if args.learning:
+            learning_settings_from_args(args).check_family(len(learning_workloads(args.workloads)))
+        else:
+            settings_from_args(args)
+            case_names(args.cases)
 
 
 @contextmanager
@@ -204,7 +365,7 @@ def usage_errors() -> Iterator[None]:
 
     try:
         yield
-    except (GateError, UnknownCaseError) as e:
+    except (GateError, UnknownCaseError, UnknownWorkloadError) as e:
         raise UsageError(str(e)) from None
 
 
@@ -214,29 +375,45 @@ def cmd_gate(args: argparse.Namespace) -> int:
         problem = out_file_problem("--json", args.json)
         if problem:
             raise GateError(problem)
-        settings, names = gate_plan(args)
-        if names is None:
-            results, sides, settings = load_results(args.from_json, settings)
-        else:
-            results, sides = measure(args.base, args.head, names, settings)
-    except (GateError, GitError, UnknownCaseError) as e:
+        code, text, payload = learning_gate_run(args) if args.learning else sps_gate_run(args)
+    except (GateError, GitError, UnknownCaseError, UnknownWorkloadError) as e:
         return error(str(e))
     except KeyboardInterrupt:
         print("rlperf: gate interrupted; nothing decided", file=sys.stderr)
         return EXIT_INTERRUPTED
-    code = exit_code(results, settings.metric)
-    print(report(results, settings))
-    print(verdict_line(results, settings, code))
+    print(text)
     if args.json is not None:
-        payload = {
-            "sides": sides,
-            "settings": vars(settings),
-            "cases": [r.to_dict() for r in results],
-            "exit_code": code,
-            "gate_wall_s": time.perf_counter() - started,
-        }
+        payload.update(exit_code=code, gate_wall_s=time.perf_counter() - started)
         args.json.write_text(json.dumps(payload, indent=1) + "\n")
     return code
+
+
+def sps_gate_run(args: argparse.Namespace) -> tuple[int, str, dict[str, Any]]:
+    """The SPS gate: (exit status, report and verdict line, ``--json`` fields)."""
+    settings, names = gate_plan(args)
+    if names is None:
+        results, sides, settings = load_results(args.from_json, settings)
+    else:
+        results, sides = measure(args.base, args.head, names, settings)
+    code = exit_code(results, settings.metric)
+    text = f"{report(results, settings)}\n{verdict_line(results, settings, code)}"
+    cases = [r.to_dict() for r in results]
+    return code, text, {"sides": sides, "settings": vars(settings), "cases": cases}
+
+
+def learning_gate_run(args: argparse.Namespace) -> tuple[int, str, dict[str, Any]]:
+    """``rlperf gate --learning``: (exit status, report and verdict line, ``--json`` fields)."""
+    settings, workloads = learning_plan(args)
+    if workloads is None:
+        results, sides, settings = load_learning_results(args.from_json, settings)
+    else:
+        results, sides = measure_learning(args.base, args.head, workloads, settings)
+    code = exit_code(results, settings.metric)
+    report_text = learning_gate.report(results, settings)
+    text = f"{report_text}\n{learning_gate.verdict_line(results, settings, code)}"
+    entries = [r.to_dict() for r in results]
+    payload = {"kind": "learning", "sides": sides, "settings": vars(settings), "workloads": entries}
+    return code, text, payload
 
 
 def out_file_problem(flag: str, path: Path | None) -> str | None:
@@ -264,13 +441,22 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
+    def log(line: str) -> None:
+        print(line, file=sys.stderr)
+
     try:
-        settings = settings_from_args(args)
-        names = case_names(args.cases)
         repo = repo_root(Path.cwd())
-        out = bisect(repo, args.good, args.bad, names, settings,
-                     lambda m: print(m, file=sys.stderr), say)  # fmt: skip
-    except (BisectError, GateError, GitError, UnknownCaseError) as e:
+        settings: Settings | LearningSettings
+        if args.learning:
+            settings = learning_settings_from_args(args)
+            workloads = learning_workloads(args.workloads)
+            out = bisect(repo, args.good, args.bad, workloads, settings, log, say,
+                         learning_gate.LEARNING_REGISTRY, rounds=learning_rounds)  # fmt: skip
+        else:
+            settings = settings_from_args(args)
+            names = case_names(args.cases)
+            out = bisect(repo, args.good, args.bad, names, settings, log, say)
+    except (BisectError, GateError, GitError, UnknownCaseError, UnknownWorkloadError) as e:
         return error(str(e))
     except KeyboardInterrupt:
         print("rlperf: bisect interrupted; nothing found", file=sys.stderr)
@@ -297,10 +483,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def measure(
-    base_ref: str, head_ref: str | None, names: list[str], settings: Settings
-) -> tuple[list[CaseResult], dict[str, Any]]:
-    """Check the base (and a head ref) out in worktrees and run the rounds."""
+@contextmanager
+def trees(base_ref: str, head_ref: str | None) -> Iterator[tuple[Side, Side]]:
+    """The base (and a head ref) checked out in worktrees and built, the head the working tree
+    (built in place) without a head ref; removed on exit."""
     repo = repo_root(Path.cwd())
     base_sha = resolve_commit(base_ref, repo)
     head_sha = resolve_commit(head_ref, repo) if head_ref else ""
@@ -317,6 +503,14 @@ def measure(
         for side in (base, head):
             if not (side.src / "rlperf" / "__init__.py").is_file():
                 raise GateError(f"{side.label} {side.describe()} has no src/rlperf package")
+        yield base, head
+
+
+def measure(
+    base_ref: str, head_ref: str | None, names: list[str], settings: Settings
+) -> tuple[list[CaseResult], dict[str, Any]]:
+    """Check the base (and a head ref) out in worktrees and run the rounds."""
+    with trees(base_ref, head_ref) as (base, head):
         print(
             f"gate: base {base.describe()} vs head {head.describe()}: {', '.join(names)}",
             file=sys.stderr,
@@ -324,6 +518,58 @@ def measure(
         results = run_rounds(base, head, names, settings, lambda m: print(m, file=sys.stderr))
     sides = {s.label: {"ref": s.ref, "sha": s.sha} for s in (base, head)}
     return results, sides
+
+
+def measure_learning(
+    base_ref: str,
+    head_ref: str | None,
+    workloads: list[tuple[str, float | None]],
+    settings: LearningSettings,
+) -> tuple[list[WorkloadResult], dict[str, Any]]:
+    """Check the base (and a head ref) out in worktrees and train the rounds."""
+    with trees(base_ref, head_ref) as (base, head):
+        names = ", ".join(name if t is None else f"{name}={t:g}" for name, t in workloads)
+        print(f"gate: learning: base {base.describe()} vs head {head.describe()}: {names}",
+              file=sys.stderr)  # fmt: skip
+        results = learning_gate.run_learning_rounds(
+            base, head, workloads, settings, lambda m: print(m, file=sys.stderr)
+        )
+    sides = {s.label: {"ref": s.ref, "sha": s.sha} for s in (base, head)}
+    return results, sides
+
+
+def learning_rounds(
+    good: Side,
+    commit: Side,
+    workloads: list[tuple[str, float | None]],
+    settings: LearningSettings,
+    log: Callable[[str], None],
+    worker: Worker,
+) -> list[WorkloadResult]:
+    """One bisect step of the learning gate: ``commit`` against GOOD."""
+    return learning_gate.run_learning_rounds(good, commit, workloads, settings, log, worker)
+
+
+def load_learning_results(
+    path: Path, settings: LearningSettings
+) -> tuple[list[WorkloadResult], dict[str, Any], LearningSettings]:
+    """Runs of an earlier ``--learning --json`` file, decided again with ``settings`` and the
+    file's looks (the alpha spending depends on them); returns the settings used."""
+    data = read_json(path)
+    results, saved = learning_gate.results_from_json(data)
+    settings = learning_gate.looks_of(saved, settings)
+    learning_gate.analyse(results, settings)
+    return results, data.get("sides", {}), settings
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; GateError saying why not."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise GateError(f"cannot read {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise GateError(f"{path} is not JSON: {e}") from e
 
 
 def load_results(
@@ -337,12 +583,7 @@ def load_results(
     them (:func:`rlperf.bench.stats.sequential_sign_pvalue`). Threshold, metric and confidence
     are the command line's.
     """
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise GateError(f"cannot read {path}: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise GateError(f"{path} is not JSON: {e}") from e
+    data = read_json(path)
     if not isinstance(data, dict):
         raise GateError(f"malformed gate results in {path}: not an object")
     results = results_from_json(data)

@@ -37,10 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from rlperf.bench.phases import PhaseShift, moved_phase
 from rlperf.bench.stats import (
@@ -84,6 +84,8 @@ class Settings:
     pairs_per_round: int = 6  # samples per side per round, interleaved
     sample_s: float = 0.1  # target CPU seconds of one sample (calls calibrated to reach it)
     warmup_s: float = 0.2  # untimed CPU seconds per case and round (at least 3 calls)
+    # What a regression is called in bisect's lines ("first commit slower than GOOD").
+    worse: ClassVar[str] = "slower"
 
     def check(self) -> Settings:
         """Raise GateError on values that cannot give a decision."""
@@ -254,6 +256,10 @@ class CaseResult:
     def decision(self, metric: str) -> str:
         return self.verdicts[metric].decision
 
+    def verdict_text(self, metric: str) -> str:
+        """The verdict on ``metric`` as a report line gives it (:func:`format_verdict`)."""
+        return format_verdict(self.verdicts[metric])
+
     def moved_phase(self) -> PhaseShift | None:
         """The trainer section whose time moved most (None for a case without sections)."""
         return moved_phase(self.rounds)
@@ -400,7 +406,13 @@ def format_verdict(v: Verdict) -> str:
     return f"{shown} ({v.reason})"
 
 
-def exit_code(results: list[CaseResult], metric: str) -> int:
+class Decided(Protocol):
+    """A case or workload the gate decided (``CaseResult``, the learning gate's results)."""
+
+    def decision(self, metric: str) -> str: ...
+
+
+def exit_code(results: Sequence[Decided], metric: str) -> int:
     """1 if any case regressed, else 2 if any is undecided, else 0."""
     decisions = [r.decision(metric) for r in results]
     if REGRESSION in decisions:

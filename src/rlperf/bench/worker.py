@@ -21,6 +21,18 @@ request:
                               -> {"wall_s": w, "cpu_s": c[, "sections_s": {name: s}]}
     {"op": "end"}                       -> {"ended": true}  (both round processes exit)
 
+The learning gate (``--registry .../registry/learning.py``) asks for whole training runs, each
+in a fresh process of its own, forked for that one run:
+
+    {"op": "learn", "sides": {"base": "TREE/src", "head": "TREE/src"}, "case": name,
+     "seeds": {"base": 1, "head": 2}, "threshold": null, "together": true}
+                              -> {"sides": {"base": {"reached": ..., "steps": ..., "cpu_s": ...,
+                                                     "wall_s": ..., "final_return": ...}, ...}}
+
+``together``: the sides' runs train at the same time (a round takes one run's time on two
+cores, and a change in the machine's load hits both); else one after the other, in the order
+``sides`` gives. A workload a tree cannot run answers ``{"skipped": reason}`` for that side.
+
 Why one parent for both sides: a forked child inherits its parent's memory layout (where the
 interpreter, torch's libraries and the heap lie), and layout moves speed by a few percent. With
 one parent per side, as the gate first had, A/A runs of identical code came out at 0.97 in 10
@@ -133,15 +145,22 @@ def sections_between(before: dict[str, int], after: dict[str, int]) -> dict[str,
     }
 
 
-def setup_round(
-    request: dict[str, Any], src: Path, registry_path: Path
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Import the tree's rlperf, set up and warm up the cases; (cases by name, the reply)."""
+def import_tree(src: Path) -> Path:
+    """Import ``rlperf`` (``src`` is first on the path); RuntimeError unless it came from
+    ``src``. Returns where it came from."""
     import rlperf
 
     origin = Path(rlperf.__file__).resolve()
     if src.resolve() not in origin.parents:
         raise RuntimeError(f"rlperf imported from {origin}, not from {src}")
+    return origin
+
+
+def setup_round(
+    request: dict[str, Any], src: Path, registry_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Import the tree's rlperf, set up and warm up the cases; (cases by name, the reply)."""
+    origin = import_tree(src)
     registry = load_registry(registry_path)
     prepared, items, skipped = {}, {}, {}
     for case in registry.select(request["cases"]):
@@ -226,10 +245,69 @@ class RoundProcess:
             self.pid = 0
 
 
+def serve_learning_run(
+    setup: dict[str, Any], registry_path: Path, requests: TextIO, replies: TextIO
+) -> int:
+    """A learning run's process: put its tree first on the path, randomize the layout, import,
+    wait for the parent's go (a line), train one seed of the workload and answer."""
+    try:
+        src = Path(setup["src"])
+        sys.path.insert(0, str(src))
+        _padding = randomize_layout()  # held while the tree is imported and trained
+        import_tree(src)
+        learning = load_registry(registry_path, "rlperf_gate_learning")
+        if not requests.readline():
+            return 1  # the parent went away
+        try:
+            answer = learning.learn(setup["case"], setup["seed"], setup.get("threshold"))
+        except learning.WorkloadSkipped as e:  # e.g. an env this commit does not have
+            answer = {"skipped": str(e)}
+        send(replies, answer)
+        return 0
+    except Exception as e:  # reported to the gate, which exits 2 naming the side and workload
+        send(replies, {"error": traceback.format_exception_only(type(e), e)[-1].strip()})
+        return 1
+
+
+def start(process: RoundProcess) -> None:
+    """Tell a learning run's process to start; one that already failed (its pipe is closed)
+    has its error waiting in its replies."""
+    try:
+        send(process.requests, {"op": "go"})
+    except BrokenPipeError:
+        pass
+
+
+def learning_runs(request: dict[str, Any], registry_path: Path) -> dict[str, dict[str, Any]]:
+    """One run per side, each in a process forked for it; side -> its answer."""
+    processes: dict[str, RoundProcess] = {}
+    try:
+        for label, src in request["sides"].items():
+            setup = {**request, "src": src, "seed": request["seeds"][label]}
+            processes[label] = fork_round(
+                setup, registry_path, list(processes.values()), serve_learning_run
+            )
+        if request.get("together", True):
+            for process in processes.values():
+                start(process)
+            return {label: process.receive() for label, process in processes.items()}
+        answers = {}
+        for label, process in processes.items():
+            start(process)
+            answers[label] = process.receive()
+        return answers
+    finally:
+        for process in processes.values():
+            process.close()
+
+
 def fork_round(
-    setup: dict[str, Any], registry_path: Path, siblings: list[RoundProcess]
+    setup: dict[str, Any],
+    registry_path: Path,
+    siblings: list[RoundProcess],
+    target: Callable[[dict[str, Any], Path, TextIO, TextIO], int] = serve_round,
 ) -> RoundProcess:
-    """Fork the round process of one side, connected by two pipes."""
+    """Fork the round process of one side, connected by two pipes; it runs ``target``."""
     requests_in, requests_out = os.pipe()  # parent writes requests, child reads them
     replies_in, replies_out = os.pipe()  # child writes replies, parent reads them
     pid = os.fork()
@@ -240,7 +318,7 @@ def fork_round(
             sibling.requests.close()
             sibling.replies.close()
         requests, replies = os.fdopen(requests_in), os.fdopen(replies_out, "w")
-        os._exit(serve_round(setup, registry_path, requests, replies))
+        os._exit(target(setup, registry_path, requests, replies))
     os.close(requests_in)
     os.close(replies_out)
     return RoundProcess(pid, os.fdopen(requests_out, "w"), os.fdopen(replies_in))
@@ -272,6 +350,13 @@ def serve(registry_path: Path, preload: list[str]) -> int:
                      else answer)  # fmt: skip
                 if "error" in answer:
                     return 1
+            elif op == "learn" and not rounds:
+                answers = learning_runs(request, registry_path)
+                failed = [label for label, answer in answers.items() if "error" in answer]
+                if failed:
+                    send(sys.stdout, {**answers[failed[0]], "side": failed[0]})
+                    return 1
+                send(sys.stdout, {"sides": answers})
             elif op == "end" and rounds:
                 for process in rounds.values():
                     process.ask(request)
