@@ -78,7 +78,9 @@ def test_cpu_mode_runs_every_step_or_says_why(tmp_path: Path) -> None:
     work = steps["workloads"]["figures"]["items"]
     assert work["cartpole_big"]["status"] == "ok" and work["cnn_robots_rgb"]["status"] == "ok"
     assert "needs 2 GPUs" in work["nccl_2ranks"]["reason"]
-    assert "no_cleanrl.py" in steps["atari_vs_cleanrl"]["reason"]
+    # CleanRL's side says its script is missing: the whole step skipped (no ale-py), or its
+    # rlperf side ran and the CleanRL side was recorded as skipped.
+    assert "no_cleanrl.py" in json.dumps(steps["atari_vs_cleanrl"])
     assert set(report["headline"]) >= {"cartpole_at_target", "d2h_median_us", "trace_cuda_kernels"}
     # Beside the report: every step's output and the profiler's trace.
     report_dir = tmp_path / "report"
