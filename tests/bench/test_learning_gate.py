@@ -273,3 +273,49 @@ def test_ci_runs_the_learning_gate_after_the_sps_gate() -> None:
     learning = text.index('rlperf gate --learning --base "origin/$BASE_REF"')
     assert sps < learning
     assert "gate-learning.json" in text[learning:]  # its runs are kept with the SPS gate's
+
+
+def synthetic(head_factor: float, rounds: int = 6) -> dict:
+    """A ``--learning --json`` file: one workload, the head ``head_factor`` times the base's
+    steps in every round."""
+
+    def runs(factor: float, offset: int) -> list[dict]:
+        return [{"seed": 2 * r + offset, "reached": True, "steps": int(1000 * factor) + 10 * r,
+                 "cpu_s": 0.5 * factor, "wall_s": 1.0, "final_return": 1.0}
+                for r in range(rounds)]  # fmt: skip
+
+    return {
+        "kind": "learning", "sides": {"base": {"ref": "a", "sha": "a" * 40},
+                                      "head": {"ref": "b", "sha": "b" * 40}},
+        "settings": {"threshold": 0.1, "metric": "steps", "min_rounds": 6, "max_rounds": 12,
+                     "looks": 3},
+        "workloads": [{"name": "w", "what": "fake", "threshold": 1.0, "cap": 5000,
+                       "runs": {"base": runs(1.0, 0), "head": runs(head_factor, 1)},
+                       "verdicts": {}}],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("factor", "code"), [(1.0, 0), (2.0, 1)], ids=["equal", "twice"])
+def test_from_json_decides_on_saved_runs(tmp_path: Path, factor: float, code: int) -> None:
+    path = tmp_path / "learning.json"
+    path.write_text(json.dumps(synthetic(factor)))
+    assert main(["gate", "--learning", "--from-json", str(path)]) == code
+
+
+def test_history_charts_learning_runs(tmp_path: Path) -> None:
+    from rlperf.bench.history import HistoryError, build
+
+    paths = []
+    for factor in (1.0, 2.0):
+        paths.append(tmp_path / f"run{factor}.json")
+        data = synthetic(factor)
+        data["workloads"][0]["verdicts"] = {"steps": {"decision": "ok", "rounds": 6,
+                                                      "ratio": factor, "bound": "",
+                                                      "reason": "r"}}  # fmt: skip
+        paths[-1].write_text(json.dumps(data))
+    page, count = build(None, paths)
+    assert count == 1 and "learning: w" in page and "head/base steps to return" in page
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"kind": "learning", "workloads": [{"name": "w"}]}))
+    with pytest.raises(HistoryError, match="malformed"):
+        build(None, [broken])

@@ -209,6 +209,7 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--looks",
         type=int,
+        default=unset(defaults.looks),
         help=f"--learning: looks from --min-rounds to --max-rounds (default: {defaults.looks})",
     )
     parser.add_argument(

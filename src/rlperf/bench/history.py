@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from rlperf.bench.gate import GateError, results_from_json
+from rlperf.bench.learning_gate import METRIC_WORDS
+from rlperf.bench.learning_gate import results_from_json as learning_results_from_json
 from rlperf.bench.stats import OK, REGRESSION, UNDECIDED
 
 ASV_VERSION = 2
@@ -230,6 +232,28 @@ def asv_chart(
 
 
 # -- gate runs ---------------------------------------------------------------------------
+def run_facts(
+    data: dict[str, Any], path: Path, default_metric: str
+) -> tuple[str, float, dict[str, Any], dict[str, Any], str]:
+    """A gate file's (metric, threshold, base side, head side, label of the run)."""
+    settings = data.get("settings", {})
+    metric = str(settings.get("metric", default_metric))
+    threshold = float(settings.get("threshold", 0.10))
+    sides = data.get("sides", {})
+    base, head = (sides.get(s, {}) for s in ("base", "head"))
+    # A head that was the working tree has no commit: the file names the run.
+    label = str(head.get("sha") or "")[:8] or path.stem
+    return metric, threshold, base, head, label
+
+
+def checked_decision(verdict: dict[str, Any]) -> str:
+    """The verdict's decision; ValueError for one the page has no colour for."""
+    decision = str(verdict["decision"])
+    if decision not in DECISION_COLOURS:
+        raise ValueError(f"unknown decision {decision!r}")
+    return decision
+
+
 def gate_charts(paths: list[Path]) -> list[Chart]:
     """One chart per case: each run's head/base ratio, its interval and verdict."""
     charts: dict[str, Chart] = {}
@@ -237,20 +261,15 @@ def gate_charts(paths: list[Path]) -> list[Chart]:
         data = load_json(path)
         if not isinstance(data, dict):
             raise HistoryError(f"malformed gate results in {path}: not an object")
+        if data.get("kind") == "learning":
+            learning_points(data, path, charts)
+            continue
         try:
             results = results_from_json(data)
-            settings = data.get("settings", {})
-            metric = str(settings.get("metric", "cpu"))
-            threshold = float(settings.get("threshold", 0.10))
-            sides = data.get("sides", {})
-            base, head = (sides.get(s, {}) for s in ("base", "head"))
-            # A head that was the working tree has no commit: the file names the run.
-            label = str(head.get("sha") or "")[:8] or path.stem
+            metric, threshold, base, head, label = run_facts(data, path, "cpu")
             for entry, res in zip(data["cases"], results, strict=True):
                 verdict = entry["verdicts"][metric]
-                decision = str(verdict["decision"])
-                if decision not in DECISION_COLOURS:
-                    raise ValueError(f"unknown decision {decision!r}")
+                decision = checked_decision(verdict)
                 ratio = float(verdict["ratio"])
                 low = float(verdict["low"] if verdict["low"] is not None else ratio)
                 high = float(verdict["high"] if verdict["high"] is not None else ratio)
@@ -273,6 +292,36 @@ def gate_charts(paths: list[Path]) -> list[Chart]:
         except (KeyError, TypeError, ValueError) as e:
             raise HistoryError(f"malformed gate results in {path}: {type(e).__name__}: {e}") from e
     return list(charts.values())
+
+
+def learning_points(data: dict[str, Any], path: Path, charts: dict[str, Chart]) -> None:
+    """A ``rlperf gate --learning --json`` file's run: one point per workload on its chart, the
+    head/base ratio of median steps (or CPU seconds) to the return, coloured by the verdict."""
+    try:
+        results, _ = learning_results_from_json(data)
+        metric, threshold, base, head, label = run_facts(data, path, "steps")
+        for entry, res in zip(data["workloads"], results, strict=True):
+            verdict = entry["verdicts"][metric]
+            decision = checked_decision(verdict)
+            ratio = float(verdict["ratio"])
+            if not (math.isfinite(ratio) and ratio > 0):
+                raise ValueError("a ratio that is not a positive number")
+            tip = (
+                f"{label}: {decision} {verdict.get('bound', '')}{ratio:.3f} after "
+                f"{verdict['rounds']} rounds ({verdict['reason']}) head {head.get('ref', '?')} vs "
+                f"base {base.get('ref', '?')} ({str(base.get('sha', ''))[:8]}), {path.name}"
+            )
+            name = f"learning: {res.name}"
+            chart = charts.setdefault(name, Chart(
+                name, f"rlperf gate --learning, return >= {res.threshold:g}",
+                f"head/base {METRIC_WORDS.get(metric, metric)}",
+            ))  # fmt: skip
+            chart.rules = [(1.0, "1"), (1.0 + threshold, f"threshold {1 + threshold:.2f}")]
+            chart.points.append(Point(label, tip, ratio, ratio, ratio, decision))
+    except GateError as e:
+        raise HistoryError(f"{path}: {e}") from e
+    except (KeyError, TypeError, ValueError) as e:
+        raise HistoryError(f"malformed gate results in {path}: {type(e).__name__}: {e}") from e
 
 
 # -- rendering ---------------------------------------------------------------------------

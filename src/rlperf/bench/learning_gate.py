@@ -130,7 +130,7 @@ class WorkloadResult:
     threshold: float
     cap: int
     # "base"/"head" -> runs in round order: {"seed", "reached", "steps", "cpu_s", "wall_s",
-    # "final_return"}
+    # "final_return", "sps"}
     runs: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"base": [], "head": []})
     verdicts: dict[str, LearningVerdict] = field(default_factory=dict)
 
@@ -151,8 +151,9 @@ class WorkloadResult:
         return [Obs(float(run[key]), bool(run["reached"])) for run in self.runs[side]]
 
     def sps(self, side: str) -> list[float]:
-        """Each run's env steps per CPU second, over the whole run (reached or not)."""
-        return [run["steps"] / run["cpu_s"] for run in self.runs[side]]
+        """Each run's env steps per CPU second after its first iteration (reached or not; over
+        the whole run in files from before the runs reported it)."""
+        return [run.get("sps") or run["steps"] / run["cpu_s"] for run in self.runs[side]]
 
     def censored(self, side: str) -> int:
         return sum(not run["reached"] for run in self.runs[side])
@@ -439,6 +440,8 @@ def run_from_json(entry: dict[str, Any]) -> dict[str, Any]:
         "cpu_s": float(entry["cpu_s"]), "wall_s": float(entry.get("wall_s", math.nan)),
         "final_return": entry.get("final_return"),
     }  # fmt: skip
+    if entry.get("sps") is not None:
+        run["sps"] = float(entry["sps"])
     if not isinstance(run["reached"], bool):
         raise ValueError("a run whose 'reached' is not true or false")
     if run["steps"] <= 0 or not (math.isfinite(run["cpu_s"]) and run["cpu_s"] > 0):

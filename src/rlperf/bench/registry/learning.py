@@ -187,7 +187,9 @@ def learn(name: str, seed: int, threshold: float | None = None) -> dict[str, Any
         the last 100 episodes was >= the threshold; the steps trained when not reached),
         ``cpu_s`` and ``wall_s`` (seconds from building the trainer to that iteration: this
         process's CPU time, and wall time), ``final_return`` (the mean return then, None before
-        any episode ended).
+        any episode ended), ``sps`` (env steps per CPU second after the first iteration: the
+        building and the first iteration's warm-up, a fixed cost, would make a longer run look
+        faster; over the whole run when it had one iteration).
 
     Raises:
         WorkloadSkipped: the commit lacks what the workload needs.
@@ -202,7 +204,11 @@ def learn(name: str, seed: int, threshold: float | None = None) -> dict[str, Any
     trainer = Trainer(cfg)
     out: dict[str, Any] = {"reached": False}
 
+    first: list[tuple[int, float]] = []  # (steps, CPU s) at the end of the first iteration
+
     def check(trainer: Any, row: dict[str, Any]) -> None:
+        if not first:
+            first.append((trainer.global_step, time.process_time()))
         episodes = getattr(trainer, "episodes", None)  # older commits: the row only
         mean = episodes.mean_return() if episodes is not None else row.get("mean_return")
         out["final_return"] = mean
@@ -218,4 +224,9 @@ def learn(name: str, seed: int, threshold: float | None = None) -> dict[str, Any
     out["cpu_s"] = time.process_time() - cpu0
     out["wall_s"] = time.perf_counter() - wall0
     out["steps"] = int(trainer.global_step)
+    warm_steps, warm_cpu = first[0] if first else (0, cpu0)
+    if out["steps"] > warm_steps and time.process_time() > warm_cpu:
+        out["sps"] = (out["steps"] - warm_steps) / (cpu0 + out["cpu_s"] - warm_cpu)
+    else:
+        out["sps"] = out["steps"] / out["cpu_s"]
     return out
