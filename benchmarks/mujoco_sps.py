@@ -94,6 +94,9 @@ def worker_physics(env: str, total: int) -> dict:
     import gymnasium
     import mujoco
 
+    from rlperf.envs.gym_adapter import quiet_mujoco
+
+    quiet_mujoco(env)  # MuJoCo's warnings as Python's, no MUJOCO_LOG.TXT in the directory
     sim = gymnasium.make(env).unwrapped
     sim.reset(seed=1)
     model, data, skip = sim.model, sim.data, sim.frame_skip

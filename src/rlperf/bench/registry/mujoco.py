@@ -48,6 +48,12 @@ def physics_step(frames: int) -> Prepared:
     import gymnasium
     import mujoco
 
+    try:  # MuJoCo's warnings as Python's, not lines in the working directory's MUJOCO_LOG.TXT
+        from rlperf.envs.gym_adapter import quiet_mujoco
+
+        quiet_mujoco(ENV.removeprefix("gym:"))
+    except ImportError:  # commits before it
+        pass
     sim: Any = gymnasium.make(ENV.removeprefix("gym:")).unwrapped  # a MujocoEnv
     sim.reset(seed=SEED)
     model, data, skip = sim.model, sim.data, sim.frame_skip
