@@ -184,10 +184,15 @@ class Normalizer:
                 rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)
             self.returns[terminations | truncations] = 0.0
         obs = self.normalize_obs(obs, update=True)
+        self._normalize_final_obs(infos)
+        return obs, rewards, infos
+
+    def _normalize_final_obs(self, infos: dict[str, Any]) -> None:
+        """``infos["final_obs"]`` (a dense batch) normalised in place of the raw one, with the
+        statistics as this step left them, not updated by it."""
         final = infos.get("final_obs") if infos else None
         if self.obs_stats is not None and final is not None and final.dtype != object:
             infos["final_obs"] = self.normalize_obs(final, update=False)
-        return obs, rewards, infos
 
     def _step_native(
         self,
@@ -214,9 +219,7 @@ class Normalizer:
         )  # fmt: skip
         if self.obs_stats is None:
             return obs, rewards, infos
-        final = infos.get("final_obs") if infos else None
-        if final is not None and final.dtype != object:
-            infos["final_obs"] = self.normalize_obs(final, update=False)
+        self._normalize_final_obs(infos)
         return obs_out.reshape(obs.shape), rewards, infos
 
     def state_dict(self) -> dict[str, Any]:
