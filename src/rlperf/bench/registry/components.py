@@ -12,10 +12,12 @@ from .core import HISTORY, NUM_ACTIONS, OBS_DIM, QUICK, SEED, Case, CaseSkipped,
 
 
 # -- environments ------------------------------------------------------------------------
-def _env_step(env: str, num_envs: int) -> Prepared:
+def _env_step(env: str, num_envs: int, make: Callable[..., Any] | None = None) -> Prepared:
+    """One step of every env of ``make(env, num_envs, seed=...)`` (default: rlperf's
+    ``make_vec``; a backend's own maker, EnvPool's, serves too)."""
     from rlperf.envs import make_vec
 
-    vec = make_vec(env, num_envs, seed=SEED)
+    vec = (make or make_vec)(env, num_envs, seed=SEED)
     vec.reset(seed=SEED)
     vec.single_action_space.seed(SEED)
     import numpy as np

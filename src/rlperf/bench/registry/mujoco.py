@@ -75,19 +75,13 @@ def env_step(env: str, num_envs: int, backend: str) -> Prepared:
     if backend == "workers":
         return _env_step_workers(env, num_envs, 2, num_envs)
     if backend == "envpool":
-        import numpy as np
-
         try:
             from rlperf.envs.envpool_backend import make_envpool_vec
         except ImportError as e:  # commits before the backend, or envpool missing
             raise CaseSkipped(
                 f"no EnvPool backend here ({e}): pip install 'rlperf[envpool]'"
             ) from e
-        vec = make_envpool_vec(env, num_envs, seed=SEED)
-        vec.reset(seed=SEED)
-        vec.single_action_space.seed(SEED)
-        actions = np.stack([vec.single_action_space.sample() for _ in range(num_envs)])
-        return Prepared(lambda: vec.step(actions), num_envs, "env_steps")
+        return _env_step(env, num_envs, make_envpool_vec)
     return _env_step(env, num_envs)
 
 
