@@ -12,7 +12,7 @@ import torch
 
 from rlperf import native
 from rlperf.config import Config
-from rlperf.ppo.fused_rollout import FusedCartPoleRollout, FusedStep
+from rlperf.ppo.fused_rollout import FusedCartPoleRollout, FusedStep, draw_normal_steps
 from rlperf.ppo.trainer import Trainer
 from rlperf.timing.sections import Profiler
 
@@ -53,6 +53,18 @@ def test_one_noise_draw_per_rollout_is_the_per_step_draws() -> None:
                              for _ in range(shape[0])])  # fmt: skip
         whole = torch.empty(shape).exponential_(generator=torch.Generator().manual_seed(11))
         assert torch.equal(steps, whole), shape
+
+
+@pytest.mark.parametrize("shape", [(64, 1, 6), (64, 1, 1), (9, 3, 5), (40, 2, 8), (16, 16, 1)])
+def test_one_normal_draw_per_rollout_is_the_per_step_draws(shape: tuple[int, int, int]) -> None:
+    """draw_normal_steps against the torch path's draws a step, below and from the 16 numbers
+    a step where torch switches samplers; the generator ends in the same state."""
+    gen = torch.Generator().manual_seed(5)
+    steps = torch.stack([torch.randn(shape[1:], generator=gen) for _ in range(shape[0])])
+    whole, gen_whole = torch.empty(shape), torch.Generator().manual_seed(5)
+    draw_normal_steps(whole, gen_whole)
+    assert torch.equal(whole, steps), shape
+    assert torch.equal(gen_whole.get_state(), gen.get_state()), shape
 
 
 @pytest.mark.parametrize(
@@ -172,13 +184,18 @@ def test_fused_step_gives_the_torch_paths_trajectories(overrides: dict) -> None:
         fused.env.close()
 
 
-@pytest.mark.parametrize("normalize", [False, True], ids=["raw", "normalized"])
-def test_fused_gaussian_step_gives_the_torch_paths_trajectories(normalize: bool) -> None:
+@pytest.mark.parametrize(
+    "normalize, num_envs", [(False, 4), (True, 4), (False, 16)],
+    ids=["raw", "normalized", "16-envs"],
+)
+def test_fused_gaussian_step_gives_the_torch_paths_trajectories(
+    normalize: bool, num_envs: int
+) -> None:
     """A Box action (Pendulum's torque): the Gaussian head in the kernel, on the torch path's
     N(0, 1) draws. The mean differs from torch's in the last bits (the tanh), so the actions,
     and through the env the next observations, agree to float32 tolerance, not bit for bit."""
     overrides = {"env.env": "gym:Pendulum-v1"}
-    cfgs = [with_overrides(config(4, 32, fused), overrides) for fused in (False, True)]
+    cfgs = [with_overrides(config(num_envs, 32, fused), overrides) for fused in (False, True)]
     for cfg in cfgs:
         cfg.env.normalize_obs = cfg.env.normalize_reward = normalize
     ref, fused = (Trainer(cfg, profiler=Profiler()) for cfg in cfgs)
@@ -190,7 +207,7 @@ def test_fused_gaussian_step_gives_the_torch_paths_trajectories(normalize: bool)
         ref.collect()
         fused.collect()
         a, b, where = ref.buffer, fused.buffer, f"rollout {it}"
-        assert b.actions.shape == (32, 4, 1)
+        assert b.actions.shape == (32, num_envs, 1)
         for name in ("obs_slots", "actions", "logprobs", "values"):
             torch.testing.assert_close(getattr(b, name), getattr(a, name), **TOL, msg=where)
         np.testing.assert_allclose(b.rewards_host, a.rewards_host, rtol=1e-5, err_msg=where)

@@ -81,7 +81,8 @@ class ActionSpec:
         if self.discrete:
             return actions
         low, high = self._bounds
-        return np.clip(actions, low, high)
+        # np.clip's own dispatch costs ~2 us more than the two ufuncs it amounts to.
+        return np.minimum(np.maximum(actions, low), high)
 
     @staticmethod
     def from_space(space: spaces.Space) -> ActionSpec:

@@ -287,6 +287,30 @@ class FusedLSTMCartPoleRollout(FusedCartPoleRollout):
         return (h, c)
 
 
+# torch fills a contiguous float32 tensor of 16 or more numbers with its vectorised normal
+# sampler, which pairs the draws differently from its element-by-element one (smaller or
+# non-contiguous tensors).
+_VECTORISED_NORMAL_MIN = 16
+
+
+def draw_normal_steps(noise: torch.Tensor, generator: torch.Generator) -> None:
+    """Fill ``noise`` (T, N, A) with N(0, 1) draws equal to T calls of
+    ``torch.randn((N, A), generator=generator)``, the torch path's draws a step, leaving
+    ``generator`` where those calls leave it (tests/ppo/test_fused_rollout.py).
+
+    Below 16 numbers a step torch draws element by element, so one draw into a
+    non-contiguous view of all T steps (the same element-by-element sampler, in memory order)
+    gives the same numbers in a single call; from 16 a step draws T times."""
+    steps, rest = noise.shape[0], noise[0].numel()
+    if rest >= _VECTORISED_NORMAL_MIN:
+        for t in range(steps):
+            torch.randn(noise.shape[1:], generator=generator, out=noise[t])
+        return
+    padded = torch.empty(steps, rest + 1)
+    padded[:, :rest].normal_(generator=generator)  # strided: the element-by-element sampler
+    noise.copy_(padded[:, :rest].view(noise.shape))
+
+
 class FusedStep:
     """One rollout step's policy for any env, in one kernel call: actor and critic on
     ``obs[t]``, the sample (categorical, or a Box action's Gaussian), and the actions,
@@ -294,8 +318,8 @@ class FusedStep:
     the torch path (``gym:`` ids, env workers): the fused part stops at the env boundary. The
     Exp(1) draws are the torch path's: one (T, N, A) draw per rollout from the same generator
     is its T draws of (N, A), the same numbers (nothing else draws from it during a rollout
-    without a teacher), so the actions are the same; a Box action's normal draws are made per
-    step (:meth:`start_rollout`). The buffer's slots are checked and bound once
+    without a teacher), so the actions are the same; so are a Box action's normal draws
+    (:func:`draw_normal_steps`). The buffer's slots are checked and bound once
     (:meth:`native.FusedMLP.bind_rollout`), again only where the weights moved.
     """
 
@@ -303,19 +327,16 @@ class FusedStep:
         self.buffer, self.policy = buffer, policy
         self.steps: native.BoundSteps | None = None
         self.noise = torch.empty(buffer.num_steps, buffer.num_envs, policy.action_dim)
-        self.generator: torch.Generator | None = None
+        self._actions = buffer.actions.unbind(0)  # each step's view, made once (__call__)
         self._bound_weights = 0  # the flat parameter's address self.steps was bound to
 
     def start_rollout(self, generator: torch.Generator) -> None:
         """Take the policy's current weights and draw the rollout's noise (call once per
-        rollout, before the first step).
-
-        A Box action's N(0, 1) draws are made step by step instead (:meth:`__call__`): torch
-        draws a normal tensor of 16 or more numbers in vectorised pairs, so one (T, N, A) draw
-        is not T draws of (N, A), as the torch path makes them; an exponential draw is."""
+        rollout, before the first step): the draws of all its steps, the torch path's numbers
+        (:func:`draw_normal_steps` for a Box action's N(0, 1))."""
         buf = self.buffer
         if self.policy.continuous:
-            self.generator = generator
+            draw_normal_steps(self.noise, generator)
         else:
             self.noise.exponential_(generator=generator)
         # The binding holds addresses: the buffer's and the noise's live as long as this
@@ -338,14 +359,15 @@ class FusedStep:
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """Act on the observations in slot ``t`` (``obs`` is that slot; the MLP has no state,
         the env no mask); returns the actions, (N,) or (N, A) for a Box action (a buffer view),
-        and ``state``. :class:`~rlperf.ppo.rollout.PolicyStep`'s interface."""
+        and ``state``. :class:`~rlperf.ppo.rollout.PolicyStep`'s interface.
+
+        No torch op runs here: one C call. Between env steps torch's dispatcher code evicts
+        the env's from the caches; one randn and two tensor indexings a step made a MuJoCo
+        env step ~10 us slower (docs/continuous.md)."""
         if self.steps is None:
             raise RuntimeError("FusedStep: call start_rollout() before the first step")
-        if self.generator is not None:
-            noise = self.noise[t]
-            torch.randn(noise.shape, generator=self.generator, out=noise)
         self.steps.act(t)
-        return self.buffer.actions[t], state
+        return self._actions[t], state
 
     def store(self, t: int, actions: torch.Tensor) -> None:
         """Nothing to write: the kernel wrote step ``t``'s actions, log-probabilities and

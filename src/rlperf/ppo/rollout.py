@@ -95,11 +95,14 @@ class RolloutBuffer:
         self._on_cpu = device.type == "cpu"
         # On the CPU, numpy views of the tensors let the host copy observations in directly.
         self._obs_np = self.obs_slots.numpy() if self._on_cpu else np.empty(0)  # CPU only
+        # Each slot's view made once: indexing a tensor each step is a trip through torch's
+        # dispatcher, and between env steps that code evicts the env's (docs/continuous.md).
+        self._obs_views = (*self.obs.unbind(0), self.next_obs)
 
     # -- collection ----------------------------------------------------------------------
     def obs_slot(self, t: int) -> torch.Tensor:
         """Where the observation acted on at step ``t`` lives (``t == num_steps``: next_obs)."""
-        return self.next_obs if t == self.num_steps else self.obs[t]
+        return self._obs_views[t]
 
     def done_slot(self, t: int) -> torch.Tensor | None:
         """Episode-start flags (N,) of the observation in slot ``t``; None for a policy without
