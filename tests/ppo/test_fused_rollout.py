@@ -185,7 +185,8 @@ def test_fused_step_gives_the_torch_paths_trajectories(overrides: dict) -> None:
 
 
 @pytest.mark.parametrize(
-    "normalize, num_envs", [(False, 4), (True, 4), (False, 16)],
+    "normalize, num_envs",
+    [(False, 4), (True, 4), (False, 16)],
     ids=["raw", "normalized", "16-envs"],
 )
 def test_fused_gaussian_step_gives_the_torch_paths_trajectories(
