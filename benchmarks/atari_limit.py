@@ -33,8 +33,7 @@ and autograd's own work; and each non-FLOP piece timed alone.
 
 Variants (``--variants``, paired against ``default``, the encoder as rlperf builds it):
 ``nchw`` (the frames to the convolutions in NCHW, not the encoder's channels-last on the CPU),
-``fold`` (the first convolution, 4 channels 8x8/4, as its space-to-depth equivalent, 64
-channels 2x2/1: ``policies/encoders.py`` ``fold_stride``, off by default), ``no_mkldnn``
+``no_mkldnn``
 (``torch.backends.mkldnn`` off), ``bf16`` (``--precision bf16``: autocast in the update),
 ``compile`` (``--compile``; not in the default set, not yet measured: compiling a forward and
 backward took minutes for the ConvLSTM on 2 cores; the warm-up update absorbs it).
@@ -61,10 +60,10 @@ import torch
 from torch import nn
 
 # What --quick changes (an explicit flag still wins).
-QUICK = {"rounds": 2, "batch": 256, "mm_sizes": "512,1024", "variants": "default,fold"}
+QUICK = {"rounds": 2, "batch": 256, "mm_sizes": "512,1024", "variants": "default,nchw"}
 DEFAULTS = {"rounds": 5, "batch": 1024, "mm_sizes": "2048,4096",
-            "variants": "default,nchw,fold,no_mkldnn,bf16"}  # fmt: skip
-VARIANTS = ("default", "fold", "nchw", "no_mkldnn", "bf16", "compile")
+            "variants": "default,nchw,no_mkldnn,bf16"}  # fmt: skip
+VARIANTS = ("default", "nchw", "no_mkldnn", "bf16", "compile")
 ENV_NAME = "atari_limit_frames"
 FRAMES, ACTIONS = (4, 84, 84), 4
 
@@ -100,7 +99,6 @@ def make_trainer(batch: int, minibatches: int, threads: int, variant: str) -> An
     """``--preset atari`` on :data:`ENV_NAME`, 8 envs x ``batch/8`` steps, one epoch, its rollout
     buffer filled with seeded random frames, actions, values and advantages."""
     from rlperf.config import preset
-    from rlperf.policies.encoders import fold_stride
     from rlperf.ppo.trainer import Trainer
 
     cfg = preset("atari")
@@ -119,8 +117,6 @@ def make_trainer(batch: int, minibatches: int, threads: int, variant: str) -> An
     buf.values.normal_(generator=gen)
     buf.advantages.normal_(generator=gen)
     encoder = trainer.policy.encoder
-    if variant == "fold":
-        encoder.fold = fold_stride(encoder.convs[0])
     if variant == "nchw":
         encoder.channels_last = False
     return trainer
@@ -210,9 +206,9 @@ def layer_seconds(
             x = x.flatten(1)
         x = x.detach().requires_grad_(i > 0)
 
-        def fwd(layer: Layer = layer, x: torch.Tensor = x, first: bool = i == 0) -> torch.Tensor:
+        def fwd(layer: Layer = layer, x: torch.Tensor = x) -> torch.Tensor:
             with cast:
-                return encoder.first_conv(x) if first else layer.module(x)
+                return layer.module(x)
 
         y = fwd()
         grad_out = torch.randn_like(y)
@@ -346,7 +342,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "minibatch": mb,
         "update_class": type(base.update_impl).__name__,
-        "encoder_fold": base.policy.encoder.fold,
         "encoder_channels_last": base.policy.encoder.channels_last,
         "flop_convention": "multiply-add = 2; conv fwd 2*Cin*kh*kw*Cout*Hout*Wout a frame, "
         "linear 2*in*out; backward 2x forward, 1x for the first conv (no input grad); "
@@ -413,7 +408,6 @@ def report(res: dict[str, Any]) -> None:
 
     print(f"torch {res['torch']} ({res['cpu_capability']}), {res['threads']} threads, "
           f"{res['rounds']} rounds, medians [min-max]; update class {res['update_class']}, "
-          f"first conv folded: {bool(res['encoder_fold'])}, "
           f"channels-last: {res['encoder_channels_last']}")  # fmt: skip
     print("\nFLOPs a frame (" + res["flop_convention"] + "):")
     for x in res["layers"]:

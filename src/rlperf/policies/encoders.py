@@ -7,12 +7,10 @@ way: a quarter of the memory and of the host-to-device traffic of float32) and a
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from rlperf.envs.spec import EnvSpec
@@ -83,73 +81,30 @@ class CNNEncoder(nn.Module):
             flat = self.convs(torch.zeros(1, *obs_shape)).shape[1]
         self.fc = nn.Sequential(orthogonal_(nn.Linear(flat, features), math.sqrt(2)), nn.ReLU())
         self.features = features
-        # The first convolution on the CPU as its space-to-depth equivalent: off (0) unless set
-        # to ``fold_stride(self.convs[0])``; measured 1.07x on the Atari update, below the bar
-        # for a default (docs/atari.md "Near the limit").
-        self.fold = 0
-        # On the CPU the frames go to the convolutions channels-last (NHWC), so oneDNN runs
-        # every convolution and its gradients in NHWC: 1.17x on the Atari update, the first
-        # convolution's weight gradient 2.6x (docs/atari.md "Near the limit"). The parameters
-        # stay as they are; Flatten copies the last maps back to (C, H, W) order.
-        self.channels_last = True
+        # On the CPU the Nature stack's frames go to the convolutions channels-last (NHWC), so
+        # oneDNN runs every convolution and its gradients in NHWC: 1.19x on the Atari update,
+        # the first convolution's weight gradient 2.3x (docs/atari.md "Near the limit"). The
+        # small 3x3 stacks stay NCHW: NHWC measured 0.97x on the grid preset's update, 0.95x on
+        # robots', 1.01x on catch's. The parameters keep their layout; Flatten copies the last
+        # maps back to (C, H, W) order.
+        self.channels_last = min(h, w) >= NATURE_MIN_SIZE
 
     def scale(self, obs: torch.Tensor) -> torch.Tensor:
         """The observation as the first convolution takes it: in the parameters' dtype, uint8
-        scaled to [0, 1], on the CPU channels-last (``channels_last``), and where ``fold``
-        applies (on the CPU) each ``s x s`` block of pixels folded into channels:
-        ``(B, C*s*s, H/s, W/s)``, cropped to the rows and columns the convolution reads. One
-        pass over the frames in each case."""
+        scaled to [0, 1], and on the CPU channels-last where :attr:`channels_last` (one pass
+        over the frames)."""
         dtype = cast(nn.Linear, self.fc[0]).weight.dtype
-        s = self.fold if obs.is_cpu else 0
-        nhwc = (self.channels_last and obs.is_cpu) or (
-            obs.is_contiguous(memory_format=torch.channels_last) and not obs.is_contiguous()
-        )
-        fmt = torch.channels_last if nhwc else torch.contiguous_format
-        if s:
-            b, c, h, w = obs.shape
-            k = cast(nn.Conv2d, self.convs[0]).kernel_size[0]
-            hb, wb = (h - k) // s + k // s, (w - k) // s + k // s
-            blocks = obs[:, :, : hb * s, : wb * s].reshape(b, c, hb, s, wb, s)
-            x = torch.empty((b, c * s * s, hb, wb), dtype=dtype, memory_format=fmt)
-            x.view(b, c, s, s, hb, wb).copy_(blocks.permute(0, 1, 3, 5, 2, 4))
-        else:
-            x = obs.to(dtype, memory_format=fmt if nhwc else torch.preserve_format)
+        if self.channels_last and obs.is_cpu:
+            # Permuted while still uint8 (a quarter of the bytes), then converted in place
+            # order: ~20% less than one converting, permuting copy.
+            obs = obs.contiguous(memory_format=torch.channels_last)
+        x = obs.to(dtype)
         return x.mul_(1.0 / 255.0) if obs.dtype == torch.uint8 else x
 
-    def first_conv(self, x: torch.Tensor) -> torch.Tensor:
-        """The first convolution (before its ReLU) of :meth:`scale`'s output."""
-        conv = cast(nn.Conv2d, self.convs[0])
-        s = self.fold
-        if not (s and x.is_cpu):
-            return conv(x)
-        out, c, k, _ = conv.weight.shape
-        m = k // s  # the folded kernel: m x m blocks of s x s pixels
-        weight = conv.weight.view(out, c, m, s, m, s).permute(0, 1, 3, 5, 2, 4)
-        return F.conv2d(x, weight.reshape(out, c * s * s, m, m), conv.bias)
-
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.first_conv(self.scale(obs))
-        for layer in itertools.islice(self.convs, 1, None):  # its ReLU, the others, Flatten
-            x = layer(x)
-        return self.fc(x)
+        return self.fc(self.convs(self.scale(obs)))
 
     infer = forward  # convolutions dominate; the module calls are noise here
-
-
-def fold_stride(conv: nn.Conv2d) -> int:
-    """``s`` where ``conv`` (square kernel ``k``, stride ``s > 1``, ``s`` divides ``k``, no padding,
-    dilation or groups) equals a stride-1 convolution with ``k/s`` x ``k/s`` kernels over the
-    image folded into ``s x s`` blocks ("space to depth"), else 0.
-
-    The same products and sums (float rounding aside), but oneDNN's CPU kernels run the folded
-    weight gradient faster: the Nature stack's first convolution (4 channels, 8x8/4) becomes 64
-    channels, 2x2/1, its backward ~2x faster on this CPU and its forward ~1.3x slower
-    (benchmarks/atari_limit.py, docs/atari.md "Near the limit"). The parameters keep their
-    shape; the folded weight is a view, reshaped each call.
-    """
-    (k, kw), (s, sw) = conv.kernel_size, conv.stride
-    plain = conv.padding == (0, 0) and conv.dilation == (1, 1) and conv.groups == 1
-    return s if plain and k == kw and s == sw and s > 1 and k % s == 0 else 0
 
 
 def make_encoder(
