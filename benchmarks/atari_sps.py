@@ -21,6 +21,9 @@ Implementations, each sample in a fresh process, interleaved ABBA (``rlperf.benc
   wrappers, ``envs/atari.py``); SPS = steps / the training loop's wall time, every iteration
   counted, as CleanRL counts its own; ``update`` is the update's share of that time;
 - ``rlperf-envpool``: the same with ``--vec-backend envpool`` (EnvPool's preprocessing in C++);
+- ``rlperf-workers``: the same with ``--vec-backend multiprocess`` (2 env worker processes);
+- ``rlperf-bf16``, ``rlperf-envpool-bf16``: ``--precision bf16`` (the update under bf16
+  autocast) on the gymnasium and EnvPool backends;
 - ``cleanrl``: CleanRL's ``ppo_atari.py`` as published, its own process on the CPU
   (``--no-cuda``), on ``BreakoutNoFrameskip-v4`` (the v5 id with the preset's ALE options steps
   the same frames: ``tests/envs/test_atari.py``), adapted to gymnasium 1.x only where it must be
@@ -143,13 +146,13 @@ def adapted_cleanrl_envpool(source: str) -> str:
 
 
 # -- workers (each runs in its own process) ------------------------------------------------
-def worker_rlperf(backend: str, total: int, threads: int) -> dict:
+def worker_rlperf(backend: str, total: int, threads: int, precision: str = "fp32") -> dict:
     from rlperf.config import preset
     from rlperf.ppo.trainer import Trainer
     from rlperf.timing.sections import Profiler
 
     cfg = preset("atari")
-    cfg.env.env, cfg.env.backend = RLPERF_ENV, backend
+    cfg.env.env, cfg.env.backend, cfg.ppo.precision = RLPERF_ENV, backend, precision
     cfg.run.total_steps, cfg.run.threads = total, threads
     cfg.run.progress, cfg.run.telemetry = False, False
     profiler = Profiler()
@@ -174,7 +177,8 @@ def worker_cleanrl(script: str, env_id: str, total: int, threads: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--impls", default="rlperf,cleanrl",
-                        help="comma-separated: rlperf, rlperf-envpool, cleanrl, "
+                        help="comma-separated: rlperf, rlperf-envpool, rlperf-workers, "
+                             "rlperf-bf16, rlperf-envpool-bf16, cleanrl, "
                              "cleanrl-envpool")  # fmt: skip
     parser.add_argument("--cleanrl-script", help="CleanRL's ppo_atari.py, as published")
     parser.add_argument("--cleanrl-envpool-script",
@@ -186,7 +190,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads of both trainers")
     args = parser.parse_args()
-    known = ("rlperf", "rlperf-envpool", "cleanrl", "cleanrl-envpool")
+    known = ("rlperf", "rlperf-envpool", "rlperf-workers", "rlperf-bf16", "rlperf-envpool-bf16",
+             "cleanrl", "cleanrl-envpool")  # fmt: skip
     impls = [name.strip() for name in args.impls.split(",") if name.strip()]
     if set(impls) - set(known) or not impls:
         parser.error(f"--impls takes {', '.join(known)}, got {args.impls!r}")
@@ -214,6 +219,12 @@ def main() -> None:
     runs = {
         "rlperf": (worker_rlperf, {"backend": "serial", **sized}),
         "rlperf-envpool": (worker_rlperf, {"backend": "envpool", **sized}),
+        "rlperf-workers": (worker_rlperf, {"backend": "multiprocess", **sized}),
+        "rlperf-bf16": (worker_rlperf, {"backend": "serial", "precision": "bf16", **sized}),
+        "rlperf-envpool-bf16": (
+            worker_rlperf,
+            {"backend": "envpool", "precision": "bf16", **sized},
+        ),  # fmt: skip
         "cleanrl": (worker_cleanrl, {"script": scripts["cleanrl"], "env_id": CLEANRL_ENV, **sized}),
         "cleanrl-envpool": (
             worker_cleanrl,
