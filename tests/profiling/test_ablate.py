@@ -49,6 +49,7 @@ def test_a_differing_field_in_no_group_is_a_knob_of_its_own() -> None:
         "gamma": {"gamma": 0.98},
         "gae_lambda": {"gae_lambda": 0.98},
         "ent_coef": {"ent_coef": 0.0},
+        "vf_coef": {"vf_coef": 0.005},
     }
 
 
