@@ -17,8 +17,9 @@ Implementations, each sample in a fresh process, interleaved ABBA (``rlperf.benc
   wall time, every iteration counted, as CleanRL counts its own;
 - ``cleanrl``: CleanRL's script as published, run as its own process on the CPU
   (``--no-cuda``), adapted to gymnasium 1.x only where it must be (:func:`adapted_cleanrl`:
-  ``TransformObservation`` takes the observation space, and episode returns come in
-  ``infos["episode"]`` instead of ``final_info``); its last printed ``SPS:``, which is
+  ``TransformObservation`` takes the observation space, the vector env's autoreset is 0.29's
+  same-step one, and episode returns come from 1.x's ``final_info`` of arrays); its last
+  printed ``SPS:``, which is
   ``global_step / (time.time() - start_time)`` over its whole loop;
 - ``physics``: MuJoCo's ``mj_step`` alone, the env's frame skip of substeps a step, for the same
   number of steps: the limit no trainer can pass on one core.
@@ -40,11 +41,20 @@ from rlperf.bench.harness import Implementation, compare, summary
 ITERATION_STEPS = 2048  # CleanRL's 1 env x 2048 steps
 # (original, replacement): the least that makes CleanRL's script run on gymnasium 1.x.
 CLEANRL_EDITS = (
+    # 1.x's TransformObservation takes the observation space it gives.
     (
         "gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10))",
         "gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10), "
         "env.observation_space)",
     ),
+    # 1.x's default autoreset is NEXT_STEP; the script's GAE was written for 0.29's same-step
+    # one (under NEXT_STEP each episode's end adds a step acting on the final observation).
+    (
+        "[make_env(args.env_id, i, args.capture_video, run_name, args.gamma) for i in range(args.num_envs)]\n",
+        "[make_env(args.env_id, i, args.capture_video, run_name, args.gamma) for i in range(args.num_envs)],\n"
+        "        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,\n",
+    ),
+    # 1.x's final_info is a dict of arrays with masks, not a list of dicts.
     (
         """            if "final_info" in infos:
                 for info in infos["final_info"]:
@@ -52,13 +62,14 @@ CLEANRL_EDITS = (
                         print(f"global_step={global_step}, episodic_return={info['episode']['r']}")
                         writer.add_scalar("charts/episodic_return", info["episode"]["r"], global_step)
                         writer.add_scalar("charts/episodic_length", info["episode"]["l"], global_step)""",
-        """            if "episode" in infos:
-                for i in np.flatnonzero(infos["_episode"]):
-                    print(f"global_step={global_step}, episodic_return={infos['episode']['r'][i]}")
-                    writer.add_scalar("charts/episodic_return", infos["episode"]["r"][i], global_step)
-                    writer.add_scalar("charts/episodic_length", infos["episode"]["l"][i], global_step)""",
+        """            if "episode" in infos.get("final_info", {}):
+                info = infos["final_info"]
+                for i in np.flatnonzero(info["_episode"]):
+                    print(f"global_step={global_step}, episodic_return={info['episode']['r'][i]}")
+                    writer.add_scalar("charts/episodic_return", info["episode"]["r"][i], global_step)
+                    writer.add_scalar("charts/episodic_length", info["episode"]["l"][i], global_step)""",
     ),
-)
+)  # fmt: skip
 
 
 def adapted_cleanrl(source: str) -> str:
