@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlperf.bench.cleanrl import ScriptError, adapt_script, run_script
+from rlperf.bench.cleanrl import FINAL_INFO_EDIT, ScriptError, adapt_script, run_script
 from rlperf.bench.harness import Implementation, compare, summary
 
 ITERATION_STEPS = 2048  # CleanRL's 1 env x 2048 steps
@@ -55,20 +55,7 @@ CLEANRL_EDITS = (
         "        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,\n",
     ),
     # 1.x's final_info is a dict of arrays with masks, not a list of dicts.
-    (
-        """            if "final_info" in infos:
-                for info in infos["final_info"]:
-                    if info and "episode" in info:
-                        print(f"global_step={global_step}, episodic_return={info['episode']['r']}")
-                        writer.add_scalar("charts/episodic_return", info["episode"]["r"], global_step)
-                        writer.add_scalar("charts/episodic_length", info["episode"]["l"], global_step)""",
-        """            if "episode" in infos.get("final_info", {}):
-                info = infos["final_info"]
-                for i in np.flatnonzero(info["_episode"]):
-                    print(f"global_step={global_step}, episodic_return={info['episode']['r'][i]}")
-                    writer.add_scalar("charts/episodic_return", info["episode"]["r"][i], global_step)
-                    writer.add_scalar("charts/episodic_length", info["episode"]["l"][i], global_step)""",
-    ),
+    FINAL_INFO_EDIT,
 )  # fmt: skip
 
 

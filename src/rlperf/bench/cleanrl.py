@@ -566,6 +566,30 @@ class ScriptError(ValueError):
     """CleanRL's script is not the one these edits were written for (one line)."""
 
 
+# The edit every CleanRL PPO script on gymnasium's vector env needs on 1.x (ppo_atari.py and
+# ppo_continuous_action.py print episodes the same way): 1.x's final_info is one dict of arrays,
+# each entry flagged by its ``_key`` mask, not 0.29's list of dicts.
+_EPISODE_LOG = (
+    "print(f\"global_step={global_step}, episodic_return={info['episode']['r']%s}\")",
+    'writer.add_scalar("charts/episodic_return", info["episode"]["r"]%s, global_step)',
+    'writer.add_scalar("charts/episodic_length", info["episode"]["l"]%s, global_step)',
+)
+FINAL_INFO_EDIT = (
+    "\n".join([
+        '            if "final_info" in infos:',
+        '                for info in infos["final_info"]:',
+        '                    if info and "episode" in info:',
+        *(" " * 24 + line % "" for line in _EPISODE_LOG),
+    ]),
+    "\n".join([
+        '            if "episode" in infos.get("final_info", {}):',
+        '                info = infos["final_info"]',
+        '                for i in np.flatnonzero(info["_episode"]):',
+        *(" " * 20 + line % "[i]" for line in _EPISODE_LOG),
+    ]),
+)  # fmt: skip
+
+
 def adapt_script(source: str, edits: tuple[tuple[str, str], ...]) -> str:
     """``source`` with every ``(original, replacement)`` of ``edits`` applied; ScriptError
     naming the first original it lacks (another version of the script)."""
