@@ -9,6 +9,7 @@ the gate's decision on them, are the same on every run of these tests; only CPU 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -22,9 +23,9 @@ from rlperf.bench.learning_gate import LearningSettings, run_learning_rounds
 from rlperf.bench.stats import OK, REGRESSION
 from rlperf.cli import main
 
-# CartPole to a mean return of 60: 16,384 steps for seeds 1-8 at the default learning rate,
-# 18-25k at a fifth of it (~0.1 s of CPU a run). One look at 4 rounds: every head run longer
-# than every base run gives p = 1/70, below alpha = 2.5%.
+# CartPole to a mean return of 60: 16,384 steps for seeds 1-16 at the default learning rate,
+# more at a fifth of it (~0.1 s of CPU a run). One look at 4 rounds of two runs a side (the
+# workload's runs_per_round): every head run longer than every base run gives p = 1/C(16, 8).
 TINY = ["--workloads", "cartpole_mlp=60", "--seed", "1", "--min-rounds", "4", "--max-rounds",
         "4", "--looks", "1"]  # fmt: skip
 
@@ -83,12 +84,13 @@ def test_a_slower_learner_is_a_regression(
     saved = json.loads(out_json.read_text())
     workload = saved["workloads"][0]
     assert saved["kind"] == "learning" and saved["exit_code"] == 1
-    assert [run["seed"] for run in workload["runs"]["base"]] == [1, 3, 5, 7]
-    assert [run["seed"] for run in workload["runs"]["head"]] == [2, 4, 6, 8]
+    assert workload["runs_per_round"] == 2  # cartpole_mlp's: two runs a side each round
+    assert [run["seed"] for run in workload["runs"]["base"]] == list(range(1, 17, 2))
+    assert [run["seed"] for run in workload["runs"]["head"]] == list(range(2, 17, 2))
     assert all(run["reached"] for side in workload["runs"].values() for run in side)
     assert {run["steps"] for run in workload["runs"]["base"]} == {16384}
     assert min(run["steps"] for run in workload["runs"]["head"]) > 16384
-    assert workload["verdicts"]["steps"]["p_value"] == pytest.approx(1 / 70)
+    assert workload["verdicts"]["steps"]["p_value"] == pytest.approx(1 / math.comb(16, 8))
     # The same runs, decided again from the file, give the same answer.
     assert main(["gate", "--learning", "--from-json", str(out_json)]) == 1
 
@@ -99,8 +101,8 @@ def test_the_base_against_itself_passes(
     code = gate(repo, "base", "--base", str(repo["base"]), *TINY, monkeypatch=monkeypatch)
     out = capsys.readouterr().out
     assert code == 0, out
-    # Steps only: SPS is CPU time, which these tests never judge (4 runs a side of 0.1 s).
-    assert "steps to return 1.00x unchanged within noise (p=1)" in out
+    # Steps only: SPS is CPU time, which these tests never judge (8 runs a side of 0.1 s).
+    assert "steps to return 1.00x unchanged within noise (p=" in out
     assert out.rstrip().endswith("gate: no learning regression beyond 10% (exit 0)")
 
 
@@ -193,7 +195,7 @@ def learn(name, seed, threshold=None):
 
     if name == "missing":
         raise WorkloadSkipped("no such env in this commit")
-    return learn.train(seed)
+    return learn.train(seed)  # "fake" and "fake2" (two runs a round) alike
 '''
 
 
@@ -209,14 +211,15 @@ def commit_learner(repo: TinyRepo, message: str, factor: float = 1.0, crash: boo
 FAST = LearningSettings(min_rounds=4, max_rounds=6, looks=2, seed=0)
 
 
-def describe(name: str) -> tuple[str, float, int]:
-    return "fake", 1.0, 5000
+def describe(name: str) -> tuple[str, float, int, int]:
+    return "fake", 1.0, 5000, 2 if name == "fake2" else 1
 
 
-def tiny_gate(repo: TinyRepo, base: str, head: str, workloads: list[str]) -> list:
+def tiny_gate(repo: TinyRepo, base: str, head: str, workloads: list[str],
+              log: list[str] | None = None) -> list:  # fmt: skip
     registry = repo.root.parent / "learning.py"
     registry.write_text(LEARNING_REGISTRY)
-    log: list[str] = []
+    log = [] if log is None else log
     worker = Worker(registry, preload=())
     try:
         from rlperf.bench.worktree import checked_out
@@ -238,6 +241,31 @@ def test_tiny_gate_decides_and_skips(tiny_repo: TinyRepo, capsys: pytest.Capture
     assert exit_code(results, "steps") == 1
     same = tiny_gate(tiny_repo, base, base, ["fake"])
     assert same[0].decision("steps") == OK and exit_code(same, "steps") == 0
+
+
+def test_a_workload_of_two_runs_a_round(tiny_repo: TinyRepo) -> None:
+    """``runs_per_round=2``: two runs a side every round, each its own seed, the looks in
+    rounds; a file saved from it is decided again the same way."""
+    base = commit_learner(tiny_repo, "base")
+    slow = commit_learner(tiny_repo, "twice the steps", factor=2.0)
+    log: list[str] = []
+    results = tiny_gate(tiny_repo, base, slow, ["fake2", "fake"], log)
+    two, one = results
+    assert (two.runs_per_round, two.rounds, len(two.runs["base"])) == (2, 4, 8)
+    assert (one.rounds, len(one.runs["base"])) == (4, 4)
+    seeds = [run["seed"] for side in two.runs.values() for run in side]
+    assert len(set(seeds)) == 16 and all(s % 2 == 0 for s in seeds[:8])
+    assert two.decision("steps") == REGRESSION
+    assert "one run per side a round, 2 for fake2" in log[0]
+    saved = {"kind": "learning", "settings": {}, "workloads": [r.to_dict() for r in results]}
+    from rlperf.bench.learning_gate import analyse, results_from_json
+
+    again, _ = results_from_json(saved)
+    analyse(again, FAST)
+    assert again[0].runs_per_round == 2 and again[0].verdicts["steps"] == two.verdicts["steps"]
+    saved["workloads"][0]["runs_per_round"] = 9
+    with pytest.raises(GateError, match="runs_per_round 9 is not in"):
+        results_from_json(saved)
 
 
 def test_tiny_gate_errors(tiny_repo: TinyRepo) -> None:

@@ -244,6 +244,7 @@ def decide_learning(
     looks: list[int],
     threshold: float,
     confidence: float,
+    runs_per_round: dict[str, int] | None = None,
 ) -> dict[str, LearningVerdict]:
     """Decisions on every workload, replaying the looks in order as the gate took them.
 
@@ -252,6 +253,8 @@ def decide_learning(
         looks: the round counts at which the gate looks (ascending; the last is the horizon).
         threshold: the fraction more steps (or seconds) to the return that is a regression.
         confidence: the family-wise false-alarm rate is ``(1 - confidence) / 2``.
+        runs_per_round: workload -> runs per side a round (default 1): a workload with k
+            looks at ``k * looks[j]`` runs a side, with the same spending weights.
 
     At each look, each undecided workload with that many rounds is tested on its first
     ``looks[k]`` rounds; its sequential p-value (``min p_k / w_k``) joins the others' (frozen
@@ -265,13 +268,14 @@ def decide_learning(
     limit = 1.0 + threshold
     weights = spending_weights(looks)
     names = list(runs)
+    per_round = {name: (runs_per_round or {}).get(name, 1) for name in names}
     p_seq = dict.fromkeys(names, 1.0)
     history: dict[str, list[LookResult]] = {name: [] for name in names}
     verdicts: dict[str, LearningVerdict] = {}
     for k, n in enumerate(looks):
-        active = [m for m in names if m not in verdicts and len(runs[m][0]) >= n]
+        active = [m for m in names if m not in verdicts and len(runs[m][0]) >= n * per_round[m]]
         for name in active:
-            head, base = (side[:n] for side in runs[name])
+            head, base = (side[: n * per_round[name]] for side in runs[name])
             test, ratio = gehan_test(head, base), median_ratio(head, base)
             history[name].append(
                 LookResult(n, test.w, test.p_worse, test.p_better, ratio.value, ratio.bound)
@@ -299,7 +303,7 @@ def decide_learning(
                                              limit, history[name])  # fmt: skip
     for name in names:
         if name not in verdicts:
-            done = len(runs[name][0])
+            done = len(runs[name][0]) // per_round[name]
             nxt = next((n for n in looks if n > done), looks[-1])
             seen = history[name][-1] if history[name] else None
             verdicts[name] = LearningVerdict(

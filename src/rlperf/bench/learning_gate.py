@@ -56,6 +56,7 @@ LEARNING_REGISTRY = REGISTRY / "learning.py"  # loaded by path, as the SPS regis
 LEARNING_METRICS = ("steps", "cpu")  # what the decision is on: env steps or CPU s to return
 METRIC_WORDS = {"steps": "steps to return", "cpu": "CPU s to return"}
 SEED_LIMIT = 2**31  # seeds numpy and torch both take
+MAX_RUNS_PER_ROUND = 4  # a registry workload's runs_per_round is at most this
 
 
 @dataclass
@@ -97,9 +98,9 @@ class LearningSettings:
                 f"--looks must be in [1, {self.max_rounds - self.min_rounds + 1}] (one look a "
                 f"round at most from --min-rounds to --max-rounds), got {self.looks}"
             )
-        if self.seed is not None and not 0 <= self.seed < SEED_LIMIT - 2 * self.max_rounds:
-            raise GateError(f"--seed must be in [0, {SEED_LIMIT - 2 * self.max_rounds}), "
-                            f"got {self.seed}")  # fmt: skip
+        span = seed_span(self)
+        if self.seed is not None and not 0 <= self.seed < SEED_LIMIT - span:
+            raise GateError(f"--seed must be in [0, {SEED_LIMIT - span}), got {self.seed}")
         return self
 
     def look_rounds(self) -> list[int]:
@@ -129,6 +130,7 @@ class WorkloadResult:
     what: str
     threshold: float
     cap: int
+    runs_per_round: int = 1  # runs per side a round (the registry's; looks count rounds)
     # "base"/"head" -> runs in round order: {"seed", "reached", "steps", "cpu_s", "wall_s",
     # "final_return", "sps"}
     runs: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"base": [], "head": []})
@@ -136,7 +138,7 @@ class WorkloadResult:
 
     @property
     def rounds(self) -> int:
-        return min(len(self.runs["base"]), len(self.runs["head"]))
+        return min(len(self.runs["base"]), len(self.runs["head"])) // self.runs_per_round
 
     def decision(self, metric: str) -> str:
         return self.verdicts[metric].decision
@@ -232,7 +234,9 @@ def analyse(results: list[WorkloadResult], settings: LearningSettings) -> None:
     looks = settings.look_rounds()
     for metric in LEARNING_METRICS:
         runs = {r.name: (r.obs("head", metric), r.obs("base", metric)) for r in results}
-        verdicts = decide_learning(runs, looks, settings.threshold, settings.confidence)
+        per_round = {r.name: r.runs_per_round for r in results}
+        verdicts = decide_learning(runs, looks, settings.threshold, settings.confidence,
+                                   per_round)  # fmt: skip
         for res in results:
             res.verdicts[metric] = verdicts[res.name]
 
@@ -241,7 +245,19 @@ def first_seed(settings: LearningSettings) -> int:
     """S: the seed of the first base run (drawn at random unless ``--seed`` gave one)."""
     if settings.seed is not None:
         return settings.seed
-    return random.SystemRandom().randrange(SEED_LIMIT - 2 * settings.max_rounds)
+    return random.SystemRandom().randrange(SEED_LIMIT - seed_span(settings))
+
+
+def seed_span(settings: LearningSettings) -> int:
+    """Seeds a gate run may use from S on: two a run, up to MAX_RUNS_PER_ROUND runs a round."""
+    return 2 * settings.max_rounds * MAX_RUNS_PER_ROUND
+
+
+def run_seeds(first: int, round_index: int, run: int, runs_per_round: int) -> dict[str, int]:
+    """The seeds of run ``run`` of round ``round_index`` (both from 0): base even, head odd
+    after S, every run of a workload its own pair."""
+    k = round_index * runs_per_round + run
+    return {"base": first + 2 * k, "head": first + 2 * k + 1}
 
 
 def run_learning_rounds(
@@ -251,15 +267,16 @@ def run_learning_rounds(
     settings: LearningSettings,
     log: Callable[[str], None],
     worker: Worker | None = None,
-    describe: Callable[[str], tuple[str, float, int]] | None = None,
+    describe: Callable[[str], tuple[str, float, int, int]] | None = None,
 ) -> list[WorkloadResult]:
-    """Rounds of one run per side and workload until every workload is decided.
+    """Rounds of runs (the workload's ``runs_per_round`` a side) until every workload is
+    decided.
 
     Args:
         workloads: (name, return threshold or None for the workload's own).
         worker: a :class:`Worker` on the learning registry to reuse (left open); default: a
             new one, closed at the end.
-        describe: name -> (what, threshold, cap) for the report; default: the registry's.
+        describe: name -> (what, threshold, cap, runs per round); default: the registry's.
 
     A workload either side skips (``WorkloadSkipped``) is logged and left out; GateError if
     none is left, or when no run of either side reached a workload's threshold by the first
@@ -269,13 +286,14 @@ def run_learning_rounds(
     describe = describe or _describe
     results: dict[str, WorkloadResult] = {}
     for name, threshold in workloads:
-        what, default_threshold, cap = describe(name)
-        results[name] = WorkloadResult(name, what, threshold or default_threshold, cap)
+        what, default_threshold, cap, per_round = describe(name)
+        results[name] = WorkloadResult(name, what, threshold or default_threshold, cap, per_round)
     thresholds = dict(workloads)
     pending = [name for name, _ in workloads]
     looks = settings.look_rounds()
+    runs_text = runs_per_round_words(list(results.values()))
     log(f"gate: learning: {len(pending)} workload(s) x {looks[0]}-{looks[-1]} rounds (looks at "
-        f"{', '.join(map(str, looks))}), one run per side a round; seeds from {seed} "
+        f"{', '.join(map(str, looks))}), {runs_text}; seeds from {seed} "
         f"(--seed {seed} repeats them)")  # fmt: skip
     owned = worker is None
     if worker is None:
@@ -284,23 +302,15 @@ def run_learning_rounds(
     started = time.monotonic()
     try:
         for r in range(settings.max_rounds):
-            seeds = {"base": seed + 2 * r, "head": seed + 2 * r + 1}
             for name in list(pending):
-                request = {
-                    "op": "learn", "case": name, "threshold": thresholds[name], "seeds": seeds,
-                    "sides": {label: str(side.src) for label, side in worker.sides.items()},
-                    "together": settings.together,
-                }  # fmt: skip
-                answers = worker.ask(request)["sides"]
-                skipped = {label: a["skipped"] for label, a in answers.items() if "skipped" in a}
-                if skipped:
-                    for label, reason in skipped.items():
-                        log(f"skipping {name} (not on {label}: {reason})")
-                    pending.remove(name)
-                    del results[name]
-                    continue
-                for label, answer in answers.items():
-                    results[name].runs[label].append({"seed": seeds[label], **answer})
+                per_round = results[name].runs_per_round
+                for run in range(per_round):
+                    seeds = run_seeds(seed, r, run, per_round)
+                    if not learn_once(
+                        worker, results, name, seeds, thresholds[name], settings, log
+                    ):
+                        pending.remove(name)
+                        break
             if not results:
                 raise GateError("no learning workload can run on both base and head")
             analyse(list(results.values()), settings)
@@ -326,11 +336,45 @@ def run_learning_rounds(
     return [results[name] for name, _ in workloads if name in results]
 
 
-def _describe(name: str) -> tuple[str, float, int]:
+def learn_once(
+    worker: Worker,
+    results: dict[str, WorkloadResult],
+    name: str,
+    seeds: dict[str, int],
+    threshold: float | None,
+    settings: LearningSettings,
+    log: Callable[[str], None],
+) -> bool:
+    """Train one run per side of workload ``name``, appended to its result; False (the
+    workload logged and dropped from ``results``) when either side skips it."""
+    request = {
+        "op": "learn", "case": name, "threshold": threshold, "seeds": seeds,
+        "sides": {label: str(side.src) for label, side in worker.sides.items()},
+        "together": settings.together,
+    }  # fmt: skip
+    answers = worker.ask(request)["sides"]
+    skipped = {label: a["skipped"] for label, a in answers.items() if "skipped" in a}
+    if skipped:
+        for label, reason in skipped.items():
+            log(f"skipping {name} (not on {label}: {reason})")
+        del results[name]
+        return False
+    for label, answer in answers.items():
+        results[name].runs[label].append({"seed": seeds[label], **answer})
+    return True
+
+
+def _describe(name: str) -> tuple[str, float, int, int]:
     from rlperf.bench.registry.learning import get
 
     workload = get(name)
-    return workload.what, workload.threshold, workload.cap
+    return workload.what, workload.threshold, workload.cap, workload.runs_per_round
+
+
+def runs_per_round_words(results: list[WorkloadResult]) -> str:
+    """``one run per side a round`` or ``one run per side a round, 2 for cartpole_mlp``."""
+    more = [f"{r.runs_per_round} for {r.name}" for r in results if r.runs_per_round > 1]
+    return "one run per side a round" + (f", {', '.join(more)}" if more else "")
 
 
 def round_line(
@@ -414,7 +458,11 @@ def results_from_json(data: Any) -> tuple[list[WorkloadResult], dict[str, Any]]:
         results = []
         for entry in data["workloads"]:
             res = WorkloadResult(str(entry["name"]), str(entry.get("what", "")),
-                                 float(entry["threshold"]), int(entry["cap"]))  # fmt: skip
+                                 float(entry["threshold"]), int(entry["cap"]),
+                                 int(entry.get("runs_per_round", 1)))  # fmt: skip
+            if not 1 <= res.runs_per_round <= MAX_RUNS_PER_ROUND:
+                raise ValueError(f"{res.name}: runs_per_round {res.runs_per_round} is not in "
+                                 f"[1, {MAX_RUNS_PER_ROUND}]")  # fmt: skip
             for side in ("base", "head"):
                 for run in entry["runs"][side]:
                     res.runs[side].append(run_from_json(run))
