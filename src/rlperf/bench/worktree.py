@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+from rlperf.bench import kernel_cache
+
 
 class GitError(RuntimeError):
     """A git command failed (not a repository, unknown ref); the message is one line."""
@@ -75,8 +77,12 @@ def checked_out(sha: str, repo: Path) -> Iterator[Path]:
 def build_in_place(tree: Path) -> None:
     """Compile ``tree``'s C extensions next to their sources, as ``pip install -e`` does, so
     that importing ``rlperf`` from ``tree/src`` runs the code that commit ships (without it the
-    LSTM would time its torch fallback). Up-to-date builds are skipped by setuptools itself."""
+    LSTM would time its torch fallback). A tree whose kernel sources were built before gets
+    those modules from :mod:`kernel_cache` instead of a compiler run."""
     if not (tree / "setup.py").is_file():
+        return
+    key = kernel_cache.source_key(tree)
+    if kernel_cache.restore(tree, key):
         return
     try:
         import setuptools  # noqa: F401  (setup.py needs it; say so instead of a traceback)
@@ -91,6 +97,7 @@ def build_in_place(tree: Path) -> None:
     if done.returncode != 0:
         lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
         raise BuildError(f"building {tree.name} failed: {lines[-1] if lines else done.returncode}")
+    kernel_cache.store(tree, key)
 
 
 def unbuilt_extensions(tree: Path) -> list[str]:
