@@ -110,3 +110,22 @@ def test_folders_no_build_reads_are_left_out(tmp_path: Path) -> None:
     (tree / "other").mkdir()
     (tree / "other" / "x.c").write_text("int g(void);\n")  # outside src/: still an input
     assert kernel_cache.source_key(tree) != key
+
+
+def test_a_loaded_module_is_never_written_into(tmp_path: Path) -> None:
+    """The gate imports the working tree's kernels before building it: restoring must leave a
+    file a process has mapped as it was (an identical file untouched, another one renamed over),
+    or that process crashes when the mapped pages change."""
+    donor, tree = make_tree(tmp_path / "a"), make_tree(tmp_path / "b")
+    build_in_place(donor)
+    module = tree / "src" / "pkg" / f"_k{SUFFIX}"
+    same = (donor / "src" / "pkg" / f"_k{SUFFIX}").read_bytes()
+    module.write_bytes(same)
+    inode = module.stat().st_ino
+    build_in_place(tree)
+    assert module.stat().st_ino == inode and runs(tree) == 0  # identical: left alone
+    module.write_bytes(b"an older build")
+    with module.open("rb") as mapped:  # what a process that loaded it holds
+        build_in_place(tree)
+        assert mapped.read() == b"an older build"
+    assert module.read_bytes() == same and not list(module.parent.glob(".*"))

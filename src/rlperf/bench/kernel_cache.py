@@ -86,10 +86,26 @@ def restore(tree: Path, key: str) -> bool:
     if not entry.is_dir():
         return False
     for module in (p for p in entry.rglob("*") if p.is_file()):
-        target = tree / module.relative_to(entry)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(module, target)
+        place(module, tree / module.relative_to(entry))
     return True
+
+
+def place(module: Path, target: Path) -> None:
+    """Put a copy of ``module`` at ``target``, never writing into an existing file: a process
+    that has the old one loaded (the gate itself imports the working tree's kernels) would
+    crash when the pages it mapped change, so an identical file is left alone and a different
+    one is replaced by a rename (its old inode lives on for whoever mapped it)."""
+    if target.is_file() and target.read_bytes() == module.read_bytes():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, staging = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copy2(module, staging)
+        os.replace(staging, target)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
 
 
 def store(tree: Path, key: str) -> None:
