@@ -24,6 +24,14 @@ each run; ``--summarise OUT/runs.json`` summarises a partial one).
 
 trains nothing: the false-alarm rate and the catch rates of the gate's decision rule on
 simulated censored runs (lognormal steps at the default set's measured spreads), in seconds.
+
+    python benchmarks/learning_gate_experiment.py --seeds 1-48 --workload cartpole_mlp \
+        --bugs gae_done_shift --out seeds.json
+
+trains the workload in this process, seed after seed, on the clean code and with each bug
+applied in-process (its lines run in the module's namespace, as a commit would append them),
+to the workload's cap: each run's steps to its threshold, their median and spread, the bug's
+median ratio. What the gate's workloads, thresholds and runs a round were chosen from.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlperf.bench.censored import Obs, decide_learning
+from rlperf.bench.censored import Obs, decide_learning, median_ratio
 from rlperf.bench.harness import busy_processes
 from rlperf.bench.learning_gate import LearningSettings
 from rlperf.bench.registry.learning import get
@@ -323,6 +331,68 @@ def power_table(trials: int = 1000, seed: int = 0) -> str:
     return "\n".join(lines)
 
 
+# -- seeds in this process: each workload's spread, each bug's effect -------------------------
+def plant_in_process(name: str) -> None:
+    """Apply bug ``name`` to the imported modules as its commit would (its lines run in the
+    module's namespace; they rebind the names they wrap)."""
+    import importlib
+
+    module_path, _, code = BUGS[name]
+    dotted = module_path.removeprefix("src/").removesuffix(".py").replace("/", ".")
+    exec(code, vars(importlib.import_module(dotted)))  # noqa: S102  # our own planted lines
+
+
+def steps_to_threshold(workload: str, seed: int) -> dict[str, Any]:
+    """One seed trained to the workload's threshold or cap, as the gate's runs are."""
+    from rlperf.bench.registry.learning import learn
+
+    out = learn(workload, seed)
+    return {"seed": seed, "reached": out["reached"], "steps": out["steps"], "cpu_s": out["cpu_s"]}
+
+
+def seed_table(workload: str, seeds: list[int], bugs: list[str]) -> tuple[list[dict], str]:
+    """Every seed on the clean code, then with each bug (cumulative patches are avoided by
+    training the bugs in child processes); rows and a Markdown table."""
+    rows = [{"code": "clean", **steps_to_threshold(workload, s)} for s in seeds]
+    for bug in bugs:
+        rows += run_in_child(workload, seeds, bug)
+    lines = ["| code | runs | reached | median steps [min-max] of those reached | sd of log steps "
+             "| median ratio to clean (Kaplan-Meier) |", "|---|---|---|---|---|---|"]  # fmt: skip
+    clean = [Obs(float(r["steps"]), r["reached"]) for r in rows if r["code"] == "clean"]
+    for code in ["clean", *bugs]:
+        mine = [r for r in rows if r["code"] == code]
+        reached = [r["steps"] for r in mine if r["reached"]]
+        obs = [Obs(float(r["steps"]), r["reached"]) for r in mine]
+        sd = statistics.pstdev(math.log(x) for x in reached) if len(reached) > 1 else math.nan
+        steps = (f"{statistics.median(reached):,.0f} [{min(reached):,}-{max(reached):,}]"
+                 if reached else "-")  # fmt: skip
+        lines.append(f"| {code} | {len(mine)} | {len(reached)} | {steps} | {sd:.2f} | "
+                     f"{median_ratio(obs, clean)} |")  # fmt: skip
+    return rows, "\n".join(lines)
+
+
+def run_in_child(workload: str, seeds: list[int], bug: str) -> list[dict]:
+    """The seeds with ``bug`` planted, in a child process (the patch stays there)."""
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import learning_gate_experiment as x\n"
+        f"x.plant_in_process({bug!r})\n"
+        f"print(json.dumps([x.steps_to_threshold({workload!r}, s) for s in {seeds!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return [{"code": bug, **row} for row in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``1-48`` or ``1,2,5``."""
+    if "-" in text:
+        first, last = (int(x) for x in text.split("-", 1))
+        return list(range(first, last + 1))
+    return [int(x) for x in text.split(",")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="gate runs of each kind")
@@ -349,6 +419,9 @@ def main() -> int:
     parser.add_argument(
         "--summarise", type=Path, metavar="RUNS_JSON", help="only summarise an earlier runs.json"
     )
+    parser.add_argument("--seeds", help="train these seeds in this process (1-48 or 1,2,5) and "
+                        "print each bug's effect on --workload; writes --out as JSON")  # fmt: skip
+    parser.add_argument("--workload", default="cartpole_mlp", help="the workload of --seeds")
     parser.add_argument("gate_args", nargs="*", help="extra rlperf gate arguments (after --)")
     args = parser.parse_args()  # fmt: skip
     bugs = [b for b in args.bugs.split(",") if b]
@@ -360,6 +433,15 @@ def main() -> int:
         return 0
     if args.summarise is not None:
         print(summarise(json.loads(args.summarise.read_text())))
+        return 0
+    if args.seeds:
+        from rlperf.bench.registry.learning import get
+
+        get(args.workload)  # an unknown workload: its error before any training
+        rows, table = seed_table(args.workload, parse_seeds(args.seeds), bugs)
+        out = args.out / "seeds.json" if args.out.is_dir() else args.out
+        out.write_text(json.dumps(rows, indent=1))
+        print(table)
         return 0
     repo = Path(git(["rev-parse", "--show-toplevel"], Path.cwd()))
     args.out.mkdir(parents=True, exist_ok=True)

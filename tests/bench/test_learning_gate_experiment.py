@@ -68,3 +68,20 @@ def test_summary_has_rates_durations_and_ratios() -> None:
         "| lr_x0.4 | cartpole_mlp | 2 regression | 2.000 [1.900-2.100] | 1.000 [1.000-1.000] |"
         in text
     )
+
+
+def test_seed_table_trains_the_clean_code_and_each_bug_in_its_own_process() -> None:
+    """``--seeds``: the clean code in this process, the bug in a child (its patch stays there);
+    0.4x the learning rate needs more steps on the same seed, and this process's
+    modules are left unpatched."""
+    script = load_script()
+    rows, table = script.seed_table("catch_cnn", [1], ["lr_x0.4"])
+    clean, slow = rows
+    assert (clean["code"], slow["code"]) == ("clean", "lr_x0.4")
+    assert clean["reached"] and slow["steps"] > clean["steps"]
+    assert table.splitlines()[2].startswith("| clean | 1 | 1 |")
+    assert table.splitlines()[3].startswith("| lr_x0.4 | 1 |")
+    import rlperf.ppo.trainer as trainer
+
+    assert trainer.Trainer.__init__.__name__ == "__init__"
+    assert script.parse_seeds("1-3") == [1, 2, 3] and script.parse_seeds("4,6") == [4, 6]
