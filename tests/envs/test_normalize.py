@@ -8,7 +8,12 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
-from gymnasium.wrappers import NormalizeObservation, NormalizeReward
+from gymnasium.wrappers import (
+    NormalizeObservation,
+    NormalizeReward,
+    TransformObservation,
+    TransformReward,
+)
 from gymnasium.wrappers import vector as vector_wrappers
 
 from rlperf import native
@@ -64,31 +69,63 @@ def test_shared_statistics_match_gymnasium_vector_wrappers(num_envs: int) -> Non
     np.testing.assert_allclose(norm.return_stats.var, reference.return_rms.var, rtol=1e-5)
 
 
-def test_per_env_statistics_match_per_env_gymnasium_wrappers() -> None:
-    """CleanRL's layout: each sub-env wrapped in NormalizeObservation and NormalizeReward."""
-    num_envs, steps = 3, 250
-    per_env = [
-        lambda env: NormalizeReward(NormalizeObservation(env), gamma=GAMMA),
-    ]
-    reference = _vec(num_envs, per_env)
-    raw = _vec(num_envs)
-    norm = Normalizer(num_envs, (3,), GAMMA, clip_obs=0.0, clip_reward=0.0, per_env=True)
+def _cleanrl_stack(env: gymnasium.Env) -> gymnasium.Env:
+    """CleanRL's ppo_continuous_action.py wrappers, less ClipAction (actions are not ours)."""
+    env = NormalizeObservation(env)
+    env = TransformObservation(env, lambda obs: np.clip(obs, -10, 10), env.observation_space)
+    env = NormalizeReward(env, gamma=GAMMA)
+    return TransformReward(env, lambda reward: np.clip(reward, -10, 10))
+
+
+@pytest.mark.parametrize(("env_id", "steps"), [("Pendulum-v1", 450), ("CartPole-v1", 300)],
+                         ids=["truncations", "terminations"])  # fmt: skip
+def test_per_env_statistics_match_cleanrls_per_env_wrappers(env_id: str, steps: int) -> None:
+    """CleanRL's layout, through episode ends: each sub-env of a SAME_STEP SyncVectorEnv
+    wrapped in NormalizeObservation, an observation clip, NormalizeReward and a reward clip.
+    Pendulum truncates every env at 200 steps; CartPole under random actions terminates after
+    ~20, at different steps in different envs. Observations, rewards and final observations
+    to float32's rounding (gymnasium keeps a float32 space's statistics in float32), the
+    return statistics to float64's."""
+    num_envs = 3
+    make = lambda wrappers=None: gymnasium.make_vec(  # noqa: E731
+        env_id, num_envs=num_envs, vectorization_mode="sync", wrappers=wrappers,
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )  # fmt: skip
+    reference, raw = make([_cleanrl_stack]), make()
+    shape = raw.single_observation_space.shape
+    norm = Normalizer(num_envs, shape, GAMMA, clip_obs=10.0, clip_reward=10.0, per_env=True)
     ref_obs, _ = reference.reset(seed=9)
     obs = norm.reset(raw.reset(seed=9)[0])
-    np.testing.assert_allclose(obs, ref_obs, atol=1e-4)
-    for t, actions in enumerate(_actions(np.random.default_rng(1), num_envs, steps)):
-        ref_obs, ref_rew, ref_term, ref_trunc, _ = reference.step(actions)
+    np.testing.assert_allclose(obs, ref_obs, atol=1e-5)
+    rng = np.random.default_rng(1)
+    ends = 0
+    for t in range(steps):
+        actions = raw.action_space.sample() if env_id == "CartPole-v1" else None
+        if actions is None:
+            actions = rng.uniform(-2.0, 2.0, size=(num_envs, 1)).astype(np.float32)
+        else:
+            actions = rng.integers(0, 2, size=num_envs)
+        ref_obs, ref_rew, ref_term, ref_trunc, ref_infos = reference.step(actions)
         o, r, term, trunc, infos = raw.step(actions)
-        obs, rew, _ = norm.step(o, r, term, trunc, infos)
-        # Until the first episode ends (step 199). Then the two part on purpose: gymnasium's
-        # per-env wrapper counts the final observation into its statistics too and keeps the
-        # discounted return across a truncation; ours normalise the final observation without
-        # counting it (SB3's VecNormalize) and restart the return (gymnasium's vector wrapper).
-        if t >= 199:
-            assert (ref_term | ref_trunc).any() or t > 199
-            break
-        np.testing.assert_allclose(obs, ref_obs, atol=1e-4, err_msg=f"step {t}")
-        np.testing.assert_allclose(rew, ref_rew, rtol=1e-6, err_msg=f"step {t}")
+        if "final_obs" in infos:  # dense, as rlperf's GymVecEnv gives it
+            rows = zip(infos["final_obs"], infos["_final_obs"], strict=True)
+            infos["final_obs"] = np.stack([x if m else np.zeros(shape) for x, m in rows])
+        obs, rew, infos = norm.step(o, r, term, trunc, infos)
+        np.testing.assert_array_equal(term | trunc, ref_term | ref_trunc)
+        np.testing.assert_allclose(obs, ref_obs, atol=1e-4, err_msg=f"obs, step {t}")
+        np.testing.assert_allclose(rew, ref_rew, rtol=1e-6, err_msg=f"rewards, step {t}")
+        for i in np.flatnonzero(term | trunc):
+            np.testing.assert_allclose(infos["final_obs"][i], ref_infos["final_obs"][i],
+                                       atol=1e-4, err_msg=f"final obs, step {t}")  # fmt: skip
+        ends += int((term | trunc).sum())
+    assert ends >= num_envs  # every env went through an episode end at least once
+    for i, env in enumerate(reference.envs):
+        obs_rms = env.get_wrapper_attr("obs_rms")
+        np.testing.assert_allclose(norm.obs_stats.mean[i], obs_rms.mean, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(norm.obs_stats.var[i], obs_rms.var, rtol=1e-5)
+        return_rms = env.get_wrapper_attr("return_rms")
+        np.testing.assert_allclose(norm.return_stats.var[i], return_rms.var, rtol=1e-9)
+        np.testing.assert_allclose(norm.returns[i], env.get_wrapper_attr("discounted_reward"))
 
 
 def test_clips_and_final_obs() -> None:

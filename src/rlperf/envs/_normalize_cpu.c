@@ -110,7 +110,9 @@ static PyObject *py_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         for (long i = 0; i < n; i++) {
             const double var = ret_stats.var[per_env ? i : 0];
             rewards_out[i] = clip(rewards[i] / sqrt(var + eps), clip_reward);
-            if (term[i] || trunc[i]) returns[i] = 0.0;
+            /* Shared: the vector wrapper restarts at either end; per env the return runs on
+               (gymnasium's per-env NormalizeReward, normalize.py's docstring). */
+            if (!per_env && (term[i] || trunc[i])) returns[i] = 0.0;
         }
     } else {
         memcpy(rewards_out, rewards, sizeof(double) * (size_t)n);

@@ -19,10 +19,20 @@ after the vector env's step (``ppo/build.py``'s ``make_env_step``, section
 
 The statistics are gymnasium's :class:`~gymnasium.wrappers.utils.RunningMeanStd` arithmetic
 (Chan et al.'s parallel update, float64), shared over the batch, or one per env
-(``--norm-per-env``, as CleanRL's per-env wrappers keep them). The reward is divided by the
-standard deviation of the discounted return, which restarts after a termination or truncation
-(gymnasium 1.x's vector ``NormalizeReward`` in SAME_STEP autoreset). Tested against gymnasium's
-wrappers in ``tests/envs/test_normalize.py``.
+(``--norm-per-env``). The reward is divided by the standard deviation of the discounted return.
+The two layouts follow the two gymnasium stacks step for step, episode ends included:
+
+- shared: gymnasium 1.x's vector ``NormalizeObservation`` and ``NormalizeReward`` (SB3's
+  VecNormalize): the return restarts after a termination or a truncation; the final
+  observation is normalised but not counted (as SB3 does for ``terminal_observation``);
+- per env: CleanRL's stack, ``NormalizeObservation`` and ``NormalizeReward`` inside each env of
+  a SAME_STEP ``SyncVectorEnv``: the return restarts only at a termination, from the terminal
+  step's own reward, and runs on across a truncation; an episode's final observation counts
+  into its env's statistics before the next episode's first one does, and is normalised with
+  them then. CleanRL's published returns were learned with these quirks, so ``--preset
+  mujoco`` keeps them.
+
+Tested against gymnasium's wrappers in ``tests/envs/test_normalize.py``.
 """
 
 from __future__ import annotations
@@ -171,21 +181,36 @@ class Normalizer:
     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """One step's observations and rewards normalised; ``infos["final_obs"]`` too, with the
         statistics as they are after this step's update (not updated by it)."""
+        final_done = self.per_env and self._count_final_obs(infos)
         if self.kernel:
-            return self._step_native(obs, rewards, terminations, truncations, infos)
+            return self._step_native(obs, rewards, terminations, truncations, infos, final_done)
         stats = self.return_stats
         if stats is not None:
-            # The discounted return: gymnasium's vector NormalizeReward, SAME_STEP autoreset.
             self.returns[...] = self.returns * self.gamma * (1.0 - terminations) + rewards
             if self.training:
                 stats.update(self.returns)
             rewards = rewards / np.sqrt(stats.var + self.epsilon)
             if self.clip_reward > 0:
                 rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)
-            self.returns[terminations | truncations] = 0.0
+            if not self.per_env:  # the vector wrapper restarts at either end (docstring)
+                self.returns[terminations | truncations] = 0.0
         obs = self.normalize_obs(obs, update=True)
-        self._normalize_final_obs(infos)
+        if not final_done:
+            self._normalize_final_obs(infos)
         return obs, rewards, infos
+
+    def _count_final_obs(self, infos: dict[str, Any]) -> bool:
+        """Per env: each ended env's final observation into its statistics, then normalised
+        with them, before the reset observation is counted (the per-env wrapper's order).
+        Whether ``infos["final_obs"]`` was normalised here."""
+        final = infos.get("final_obs") if infos else None
+        ended = infos.get("_final_obs") if infos else None
+        if self.obs_stats is None or final is None or ended is None or final.dtype == object:
+            return False
+        if self.training and ended.any():
+            self.obs_stats.update(final, rows=ended)
+        infos["final_obs"] = self.normalize_obs(final, update=False)
+        return True
 
     def _normalize_final_obs(self, infos: dict[str, Any]) -> None:
         """``infos["final_obs"]`` (a dense batch) normalised in place of the raw one, with the
@@ -201,6 +226,7 @@ class Normalizer:
         terminations: np.ndarray,
         truncations: np.ndarray,
         infos: dict[str, Any],
+        final_done: bool,
     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """:meth:`step` in one kernel call (envs/_normalize_cpu.c): the same arithmetic. The
         arrays returned are the kernel's buffers, valid until the next step (the trainer copies
@@ -219,7 +245,8 @@ class Normalizer:
         )  # fmt: skip
         if self.obs_stats is None:
             return obs, rewards, infos
-        self._normalize_final_obs(infos)
+        if not final_done:
+            self._normalize_final_obs(infos)
         return obs_out.reshape(obs.shape), rewards, infos
 
     def state_dict(self) -> dict[str, Any]:
