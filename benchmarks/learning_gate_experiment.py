@@ -403,6 +403,8 @@ def main() -> int:
         f"{', '.join(DEFAULT_BUGS)})",
     )
     parser.add_argument("--commit", default="HEAD", help="commit of this repo to test")
+    parser.add_argument("--no-aa", action="store_true",
+                        help="planted bugs only, no A/A runs (a batch beside an A/A one)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("learning-gate-experiment"))
     parser.add_argument(
         "--busy",
@@ -426,8 +428,9 @@ def main() -> int:
     args = parser.parse_args()  # fmt: skip
     bugs = [b for b in args.bugs.split(",") if b]
     unknown = [b for b in bugs if b not in BUGS]
-    if unknown or args.runs < 1 or args.busy < 0:
-        parser.error(f"--bugs takes {', '.join(BUGS)}; --runs >= 1; --busy >= 0")
+    if unknown or args.runs < 1 or args.busy < 0 or (args.no_aa and not bugs):
+        parser.error(f"--bugs takes {', '.join(BUGS)}; --runs >= 1; --busy >= 0; --no-aa "
+                     "needs a bug")  # fmt: skip
     if args.power:
         print(power_table())
         return 0
@@ -448,7 +451,7 @@ def main() -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="learning-gate-") as tmp, busy_processes(args.busy):
         clone, clean, planted = make_clone(repo, args.commit, bugs, Path(tmp))
-        heads = {"A/A": clean, **planted}
+        heads = planted if args.no_aa else {"A/A": clean, **planted}
         print(f"clean {clean[:12]}; planted: " +
               ", ".join(f"{b} {s[:12]}" for b, s in planted.items()), file=sys.stderr)  # fmt: skip
         for i in range(args.runs):
