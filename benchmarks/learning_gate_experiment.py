@@ -403,8 +403,9 @@ def main() -> int:
         f"{', '.join(DEFAULT_BUGS)})",
     )
     parser.add_argument("--commit", default="HEAD", help="commit of this repo to test")
-    parser.add_argument("--no-aa", action="store_true",
-                        help="planted bugs only, no A/A runs (a batch beside an A/A one)")  # fmt: skip
+    parser.add_argument(
+        "--no-aa", action="store_true", help="planted bugs only (a batch beside an A/A one)"
+    )
     parser.add_argument("--out", type=Path, default=Path("learning-gate-experiment"))
     parser.add_argument(
         "--busy",
