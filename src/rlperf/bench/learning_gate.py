@@ -232,9 +232,9 @@ def moved(result: WorkloadResult, settings: LearningSettings) -> Moved:
 def analyse(results: list[WorkloadResult], settings: LearningSettings) -> None:
     """Every workload's verdict on each metric, the workloads decided as one family."""
     looks = settings.look_rounds()
+    per_round = {r.name: r.runs_per_round for r in results}
     for metric in LEARNING_METRICS:
         runs = {r.name: (r.obs("head", metric), r.obs("base", metric)) for r in results}
-        per_round = {r.name: r.runs_per_round for r in results}
         verdicts = decide_learning(runs, looks, settings.threshold, settings.confidence,
                                    per_round)  # fmt: skip
         for res in results:

@@ -179,22 +179,24 @@ class Normalizer:
         truncations: np.ndarray,
         infos: dict[str, Any],
     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        """One step's observations and rewards normalised; ``infos["final_obs"]`` too, with the
-        statistics as they are after this step's update (not updated by it)."""
+        """One step's observations and rewards normalised; ``infos["final_obs"]`` too: shared,
+        with the statistics as this step's update left them (not counted); per env, counted
+        first (the module docstring)."""
         final_done = self.per_env and self._count_final_obs(infos)
         if self.kernel:
-            return self._step_native(obs, rewards, terminations, truncations, infos, final_done)
-        stats = self.return_stats
-        if stats is not None:
-            self.returns[...] = self.returns * self.gamma * (1.0 - terminations) + rewards
-            if self.training:
-                stats.update(self.returns)
-            rewards = rewards / np.sqrt(stats.var + self.epsilon)
-            if self.clip_reward > 0:
-                rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)
-            if not self.per_env:  # the vector wrapper restarts at either end (docstring)
-                self.returns[terminations | truncations] = 0.0
-        obs = self.normalize_obs(obs, update=True)
+            obs, rewards = self._step_native(obs, rewards, terminations, truncations)
+        else:
+            stats = self.return_stats
+            if stats is not None:
+                self.returns[...] = self.returns * self.gamma * (1.0 - terminations) + rewards
+                if self.training:
+                    stats.update(self.returns)
+                rewards = rewards / np.sqrt(stats.var + self.epsilon)
+                if self.clip_reward > 0:
+                    rewards = np.clip(rewards, -self.clip_reward, self.clip_reward)
+                if not self.per_env:  # the vector wrapper restarts at either end (docstring)
+                    self.returns[terminations | truncations] = 0.0
+            obs = self.normalize_obs(obs, update=True)
         if not final_done:
             self._normalize_final_obs(infos)
         return obs, rewards, infos
@@ -225,12 +227,11 @@ class Normalizer:
         rewards: np.ndarray,
         terminations: np.ndarray,
         truncations: np.ndarray,
-        infos: dict[str, Any],
-        final_done: bool,
-    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        """:meth:`step` in one kernel call (envs/_normalize_cpu.c): the same arithmetic. The
-        arrays returned are the kernel's buffers, valid until the next step (the trainer copies
-        them into its rollout buffer first, as it does the env workers' views)."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`step`'s observations and rewards in one kernel call (envs/_normalize_cpu.c):
+        the same arithmetic. The arrays returned are the kernel's buffers, valid until the next
+        step (the trainer copies them into its rollout buffer first, as it does the env
+        workers' views)."""
         bound = self._bound
         if bound is None:
             obs_stats, ret_stats = self.obs_stats, self.return_stats
@@ -244,10 +245,8 @@ class Normalizer:
             self.clip_obs, self.clip_reward,
         )  # fmt: skip
         if self.obs_stats is None:
-            return obs, rewards, infos
-        if not final_done:
-            self._normalize_final_obs(infos)
-        return obs_out.reshape(obs.shape), rewards, infos
+            return obs, rewards
+        return obs_out.reshape(obs.shape), rewards
 
     def state_dict(self) -> dict[str, Any]:
         """The statistics and the running discounted returns (a checkpoint's ``normalizer``)."""
