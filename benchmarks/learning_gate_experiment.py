@@ -441,9 +441,15 @@ def main() -> int:
     if args.seeds:
         from rlperf.bench.registry.learning import get
 
-        get(args.workload)  # an unknown workload: its error before any training
-        rows, table = seed_table(args.workload, parse_seeds(args.seeds), bugs)
+        try:
+            get(args.workload)  # an unknown workload: its error before any training
+            seeds = parse_seeds(args.seeds)
+        except ValueError as e:  # UnknownWorkloadError is one; int() of a bad seed too
+            parser.error(f"--workload/--seeds: {e}")
         out = args.out / "seeds.json" if args.out.is_dir() else args.out
+        if not out.parent.is_dir():  # said before the training, not after it
+            parser.error(f"--out {out}: folder {out.parent} does not exist")
+        rows, table = seed_table(args.workload, seeds, bugs)
         out.write_text(json.dumps(rows, indent=1))
         print(table)
         return 0
