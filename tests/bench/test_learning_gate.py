@@ -350,3 +350,16 @@ def test_history_charts_learning_runs(tmp_path: Path) -> None:
     broken.write_text(json.dumps({"kind": "learning", "workloads": [{"name": "w"}]}))
     with pytest.raises(HistoryError, match="malformed"):
         build(None, [broken])
+
+
+def test_a_registry_workload_beyond_the_runs_a_round_bound_is_refused() -> None:
+    """The seeds' span assumes at most MAX_RUNS_PER_ROUND runs a round: a workload asking more
+    is one GateError, before any worker starts."""
+    from rlperf.bench.learning_gate import MAX_RUNS_PER_ROUND
+
+    def too_many(name: str) -> tuple[str, float, int, int]:
+        return "fake", 1.0, 5000, MAX_RUNS_PER_ROUND + 1
+
+    side = Side("base", "a", "a" * 40, Path("/nonexistent/src"))
+    with pytest.raises(GateError, match=f"runs_per_round {MAX_RUNS_PER_ROUND + 1} is not in"):
+        run_learning_rounds(side, side, [("fake", None)], FAST, lambda _: None, None, too_many)

@@ -287,6 +287,9 @@ def run_learning_rounds(
     results: dict[str, WorkloadResult] = {}
     for name, threshold in workloads:
         what, default_threshold, cap, per_round = describe(name)
+        if not 1 <= per_round <= MAX_RUNS_PER_ROUND:  # the seeds' span assumes the bound
+            raise GateError(f"{name}: runs_per_round {per_round} is not in "
+                            f"[1, {MAX_RUNS_PER_ROUND}]")  # fmt: skip
         results[name] = WorkloadResult(name, what, threshold or default_threshold, cap, per_round)
     thresholds = dict(workloads)
     pending = [name for name, _ in workloads]
