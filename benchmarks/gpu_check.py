@@ -102,6 +102,7 @@ WHEELS = (
     ("tyro", "1.0.17", True, "CleanRL's ppo_atari.py"),
     ("docstring-parser", "0.18.0", True, "tyro"),
     ("typeguard", "4.6.1", True, "tyro"),
+    ("stable-baselines3", "2.9.2", True, "--preset atari's EpisodicLifeEnv and FireResetEnv"),
     ("gymnax", "0.0.9", True, "PureJaxRL (benchmarks/purejaxrl/README.md pins it)"),
     ("distrax", "0.1.9", True, "PureJaxRL"),
     ("tfp-nightly", "0.26.0.dev20261027", True, "distrax"),
@@ -115,7 +116,8 @@ BINARY_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux
 MODULES = {"gymnasium": "gymnasium", "ale_py": "ale-py", "mujoco": "mujoco", "cv2": None,
            "tyro": "tyro", "tensorboard": "tensorboard", "pynvml": "nvidia-ml-py",
            "jax": "jax", "flax": "flax", "optax": "optax", "distrax": "distrax",
-           "gymnax": "gymnax", "envpool": "envpool"}  # fmt: skip
+           "gymnax": "gymnax", "envpool": "envpool",
+           "stable_baselines3": "stable-baselines3"}  # fmt: skip
 
 # Tests that mention CUDA but run far more cases than need it: test name -> the -k keyword of
 # the cases that do (every registry case runs once in that test; only the transfers need CUDA).
@@ -1276,7 +1278,11 @@ def headline_of(name: str, figures: dict[str, Any]) -> str | None:
             f"{at.get('global_step')}, {at.get('from_process_start_s')} s from start"
         )
     if name == "telemetry":
-        return "; ".join(f"{g['name']}: {g.get('util_pct_mean')}% mean" for g in f.get("gpus", []))
+        return "; ".join(
+            f"{g['name']}: {g.get('util_pct_mean') or 0:.1f}% mean, "
+            f"{g.get('util_pct_max') or 0:.0f}% max"
+            for g in f.get("gpus", [])
+        )
     if name == "profile":
         return f"{(f.get('trace') or {}).get('kernels')} CUDA kernels in the trace"
     if name == "workloads":
