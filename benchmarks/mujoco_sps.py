@@ -1,20 +1,24 @@
 """MuJoCo PPO throughput: rlperf against CleanRL's own ``ppo_continuous_action.py`` and against
-the physics alone, at CleanRL's exact settings.
+the physics alone, at CleanRL's exact settings and at the preset's own.
 
     python benchmarks/mujoco_sps.py --cleanrl-script PATH/ppo_continuous_action.py
     python benchmarks/mujoco_sps.py --cleanrl-script PATH --env HalfCheetah-v5 --rounds 3
     python benchmarks/mujoco_sps.py --impls rlperf,physics          # without CleanRL
+    python benchmarks/mujoco_sps.py --impls rlperf-preset,physics   # the preset's own shape
     python benchmarks/mujoco_sps.py --cleanrl-script PATH --adapted-out /tmp/ppo_cont.py
                                     # write the gymnasium-1.x copy and stop (to train with it)
 
-The work, the same in each: 1 env x 2048 steps, 32 minibatches x 10 epochs, lr 3e-4 annealed,
+The work, the same in each: 2048 steps an iteration, 32 minibatches x 10 epochs, lr 3e-4 annealed,
 the 64x64 Tanh actor-critic with a state-independent log-std, observation and reward
 normalisation with clips at +-10 (CleanRL's wrappers; rlperf's ``--preset mujoco``).
 
 Implementations, each sample in a fresh process, interleaved ABBA (``rlperf.bench.harness``):
 
-- ``rlperf``: ``rlperf.ppo.Trainer`` on ``--preset mujoco``; SPS = steps / the training loop's
-  wall time, every iteration counted, as CleanRL counts its own;
+- ``rlperf``: ``rlperf.ppo.Trainer`` on ``--preset mujoco`` at CleanRL's shape, 1 env x 2048
+  steps; SPS = steps / the training loop's wall time, every iteration counted, as CleanRL counts
+  its own;
+- ``rlperf-preset``: the same at the preset's own shape, 8 envs x 256 steps on MuJoCo's batch
+  threads (the preset's ``--vec-backend mujoco``: every core on the physics);
 - ``cleanrl``: CleanRL's script as published, run as its own process on the CPU
   (``--no-cuda``), adapted to gymnasium 1.x only where it must be (:func:`adapted_cleanrl`:
   ``TransformObservation`` takes the observation space, the vector env's autoreset is 0.29's
@@ -66,12 +70,15 @@ def adapted_cleanrl(source: str) -> str:
 
 
 # -- workers (each runs in its own process) ------------------------------------------------
-def worker_rlperf(env: str, total: int, threads: int) -> dict:
+def worker_rlperf(env: str, total: int, threads: int, shape: str = "cleanrl") -> dict:
+    """``shape``: ``cleanrl`` (1 env x 2048 steps) or ``preset`` (the preset's own)."""
     from rlperf.config import preset
     from rlperf.ppo.trainer import Trainer
     from rlperf.profiling import Profiler
 
     cfg = preset("mujoco")
+    if shape == "cleanrl":
+        cfg.env.num_envs, cfg.ppo.num_steps = 1, ITERATION_STEPS
     cfg.env.env, cfg.run.total_steps, cfg.run.threads = f"gym:{env}", total, threads
     cfg.run.progress, cfg.run.telemetry = False, False
     trainer = Trainer(cfg.validate(), profiler=Profiler(enabled=False))
@@ -109,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="HalfCheetah-v5", help="a gymnasium MuJoCo id")
     parser.add_argument("--impls", default="rlperf,cleanrl,physics",
-                        help="comma-separated: rlperf, cleanrl, physics")  # fmt: skip
+                        help="comma-separated: rlperf, rlperf-preset, cleanrl, physics")  # fmt: skip
     parser.add_argument("--cleanrl-script", help="CleanRL's ppo_continuous_action.py, as published")
     parser.add_argument("--adapted-out", help="write the gymnasium-1.x copy here and stop")
     parser.add_argument("--iterations", type=int, default=4, help="of 2048 steps a sample")
@@ -117,9 +124,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of both trainers")
     args = parser.parse_args()
     impls = [name.strip() for name in args.impls.split(",") if name.strip()]
-    unknown = set(impls) - {"rlperf", "cleanrl", "physics"}
+    unknown = set(impls) - {"rlperf", "rlperf-preset", "cleanrl", "physics"}
     if unknown or not impls:
-        parser.error(f"--impls takes rlperf, cleanrl and physics, got {args.impls!r}")
+        parser.error(
+            f"--impls takes rlperf, rlperf-preset, cleanrl and physics, got {args.impls!r}"
+        )
     if args.iterations < 1 or args.rounds < 1 or args.threads < 1:
         parser.error("--iterations, --rounds and --threads must be >= 1")
     script = None
@@ -142,6 +151,10 @@ def main() -> None:
     total = args.iterations * ITERATION_STEPS
     runs = {
         "rlperf": (worker_rlperf, {"env": args.env, "total": total, "threads": args.threads}),
+        "rlperf-preset": (
+            worker_rlperf,
+            {"env": args.env, "total": total, "threads": args.threads, "shape": "preset"},
+        ),
         "cleanrl": (
             worker_cleanrl,
             {"script": script, "env": args.env, "total": total, "threads": args.threads},
@@ -154,18 +167,19 @@ def main() -> None:
         print(f"round {r}: {name} {result['sps']:,.0f} SPS", file=sys.stderr, flush=True)
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"{args.env}, 1 env x 2048 steps, {total} steps a sample, {args.rounds} rounds, "
+    print(f"{args.env}, 2048 steps an iteration, {total} steps a sample, {args.rounds} rounds, "
           f"{args.threads} thread(s), {when}")  # fmt: skip
     results = compare(chosen, args.rounds, progress)
     for reference in [name for name in ("cleanrl", "physics") if name in results]:
         for line in summary(results, "sps", reference):
             if line.startswith("rlperf") or reference == impls[-1]:
                 print(line)
-    if "physics" in results and "rlperf" in results:
-        pairs = zip(results["physics"], results["rlperf"], strict=True)
-        ratios = sorted(p["sps"] / r["sps"] for p, r in pairs)
-        print(f"rlperf's wall time / the physics' own, paired: {ratios[len(ratios) // 2]:.2f}x "
-              f"[{ratios[0]:.2f}-{ratios[-1]:.2f}]")  # fmt: skip
+    for name in ("rlperf", "rlperf-preset"):
+        if "physics" in results and name in results:
+            pairs = zip(results["physics"], results[name], strict=True)
+            ratios = sorted(p["sps"] / r["sps"] for p, r in pairs)
+            print(f"{name}'s wall time / the physics' own, paired: "
+                  f"{ratios[len(ratios) // 2]:.2f}x [{ratios[0]:.2f}-{ratios[-1]:.2f}]")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-BACKENDS = ("serial", "multiprocess", "envpool")  # where the envs step (envs/backends.py)
+BACKENDS = ("serial", "multiprocess", "envpool", "mujoco")  # where the envs step (envs/backends.py)
 CONVLSTM_HEADS = ("pool", "flatten")  # what the ConvLSTM's projection reads (policies/convlstm.py)
 
 
@@ -74,8 +74,9 @@ class EnvConfig:
     backend: str = _f(
         "serial",
         "where the envs step: serial (in the trainer's process), multiprocess (worker "
-        "processes over shared memory, envs/workers/) or envpool (EnvPool's C++ threads, for "
-        "the gym: ids it has; pip install 'rlperf[envpool]')",
+        "processes over shared memory, envs/workers/), envpool (EnvPool's C++ threads, for "
+        "the gym: ids it has; pip install 'rlperf[envpool]') or mujoco (gym:HalfCheetah-v5, "
+        "Hopper-v5 and Walker2d-v5 on MuJoCo's batch threads, envs/mujoco_batch.py)",
         flag="vec-backend",
     )
     num_workers: int = _f(2, "worker processes of the multiprocess backend")
@@ -139,7 +140,7 @@ class EnvConfig:
             raise ConfigError(
                 f"--vec-backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
             )
-        if self.backend in ("serial", "envpool"):
+        if self.backend in ("serial", "envpool", "mujoco"):
             if self.env_batch_size:
                 raise ConfigError(
                     f"--env-batch-size needs --vec-backend multiprocess (the {self.backend} "

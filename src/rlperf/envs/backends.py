@@ -4,9 +4,11 @@
 the env in this process (``make_vec``), ``multiprocess`` builds a
 :class:`~rlperf.envs.workers.MultiprocessVecEnv` with ``--num-workers`` and
 ``--env-batch-size``, ``envpool`` an :class:`~rlperf.envs.envpool_backend.EnvPoolVecEnv`
-(EnvPool's C++ threads, in this process). All come back reset with ``seed`` and follow the
-same vector-env contract, except that the workers' arrays are views of their shared memory
-(``copy=False``): the trainer copies them into its rollout buffer before the next step.
+(EnvPool's C++ threads, in this process), ``mujoco`` a
+:class:`~rlperf.envs.mujoco_batch.MujocoBatchVecEnv` (MuJoCo's batch threads, in this
+process). All come back reset with ``seed`` and follow the same vector-env contract, except
+that the workers' arrays are views of their shared memory (``copy=False``): the trainer copies
+them into its rollout buffer before the next step.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
-    if cfg.backend in ("serial", "envpool"):
+    if cfg.backend in ("serial", "envpool", "mujoco"):
         return make_one(cfg, cfg.num_envs, seed)
     from rlperf.envs.workers import MultiprocessVecEnv
 
@@ -78,4 +80,8 @@ def make_one(cfg: EnvConfig, num_envs: int = 1, seed: int | None = None) -> Vect
         from rlperf.envs.envpool_backend import make_envpool_vec
 
         return make_envpool_vec(cfg.env, num_envs, seed=seed, **cfg.options)
+    if cfg.backend == "mujoco":
+        from rlperf.envs.mujoco_batch import make_mujoco_vec
+
+        return make_mujoco_vec(cfg.env, num_envs, seed=seed, **cfg.options)
     return make_vec(cfg.env, num_envs, seed=seed, **cfg.options)

@@ -155,6 +155,8 @@ def make_eval_env(cfg: Config, num_envs: int, render: bool = False) -> VectorEnv
             without ``mujoco``).
     """
     options = dict(cfg.env.options)
+    # The MuJoCo batch's own option: its envs are gymnasium's, which evaluate here.
+    options.pop("batch_threads", None)
     if render and cfg.env.env.startswith(GYM_PREFIX):
         options["render_mode"] = "rgb_array"
     try:

@@ -28,7 +28,9 @@ def requires_mujoco() -> None:
 
 
 def preset_config(num_envs: int = 1, num_steps: int = 2048) -> Any:
-    """``--preset mujoco`` on :data:`ENV`, seeded, quiet, the learning rate fixed."""
+    """``--preset mujoco`` on :data:`ENV` at CleanRL's shape (``num_envs`` x ``num_steps``, in
+    the trainer's process, as the cases have timed it from the start), seeded, quiet, the
+    learning rate fixed."""
     requires_mujoco()
     try:
         from rlperf.config import preset
@@ -37,6 +39,7 @@ def preset_config(num_envs: int = 1, num_steps: int = 2048) -> Any:
     except (ImportError, ValueError) as e:  # ConfigError: a commit without the preset
         raise CaseSkipped(f"no mujoco preset in this commit ({e})") from e
     cfg.env.env, cfg.env.num_envs, cfg.ppo.num_steps = ENV, num_envs, num_steps
+    cfg.env.backend = "serial"
     cfg.run.seed, cfg.run.threads, cfg.run.progress = SEED, 1, False
     cfg.ppo.anneal_lr = False
     return cfg
@@ -67,8 +70,9 @@ def physics_step(frames: int) -> Prepared:
 
 def env_step(env: str, num_envs: int, backend: str) -> Prepared:
     """One step of every env through rlperf's vector env: ``serial`` (gymnasium's envs in
-    the trainer's process), ``workers`` (two worker processes) or ``envpool`` (EnvPool's C++
-    MuJoCo envs, the ``envpool`` extra)."""
+    the trainer's process), ``workers`` (two worker processes), ``envpool`` (EnvPool's C++
+    MuJoCo envs, the ``envpool`` extra) or ``batch`` (``--vec-backend mujoco``: MuJoCo's batch
+    threads, mujoco >= 4)."""
     requires_mujoco()
     from .components import _env_step, _env_step_workers
 
@@ -82,6 +86,15 @@ def env_step(env: str, num_envs: int, backend: str) -> Prepared:
                 f"no EnvPool backend here ({e}): pip install 'rlperf[envpool]'"
             ) from e
         return _env_step(env, num_envs, make_envpool_vec)
+    if backend == "batch":
+        try:
+            from rlperf.envs.mujoco_batch import make_mujoco_vec
+
+            return _env_step(env, num_envs, make_mujoco_vec)
+        except ImportError as e:  # commits before the backend
+            raise CaseSkipped(f"no MuJoCo batch backend here ({e})") from e
+        except ValueError as e:  # ConfigError: MuJoCo < 4 has no mujoco.batch
+            raise CaseSkipped(str(e)) from e
     return _env_step(env, num_envs)
 
 
@@ -144,6 +157,7 @@ WORKLOAD = Workload(
         Case("env_step", {"env": ENV, "num_envs": 1, "backend": "serial"}, env_step, _quick),
         Case("env_step", {"env": ENV, "num_envs": 2, "backend": "workers"}, env_step),
         Case("env_step", {"env": ENV, "num_envs": 1, "backend": "envpool"}, env_step, _history),
+        Case("env_step", {"env": ENV, "num_envs": 8, "backend": "batch"}, env_step, _history),
         Case("policy_act_gaussian", {"num_envs": 1, "impl": "fused"}, gaussian_act, _quick),
         Case("policy_act_gaussian", {"num_envs": 1, "impl": "torch"}, gaussian_act),
         Case("update_epoch", {}, update_epoch, _history),

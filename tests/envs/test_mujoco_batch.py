@@ -1,0 +1,133 @@
+"""``--vec-backend mujoco`` (envs/mujoco_batch.py) against gymnasium's own MuJoCo envs: the same
+seeds and actions give the same observations, rewards, flags, final observations and infos,
+bit for bit, across terminations, truncations and resets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco.batch", reason="needs mujoco >= 4 (pip install 'rlperf[mujoco]')")
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium.vector import AutoresetMode  # noqa: E402
+
+from rlperf.envs.gym_adapter import quiet_mujoco  # noqa: E402
+from rlperf.envs.mujoco_batch import make_mujoco_vec  # noqa: E402
+from rlperf.envs.registry import EnvOptionError, UnknownEnvError  # noqa: E402
+
+
+def gymnasium_vec(task: str, n: int, seed: int, **kwargs):
+    quiet_mujoco(task)  # else MuJoCo's own handler leaves MUJOCO_LOG.TXT in the directory
+    env = gymnasium.make_vec(task, num_envs=n, vectorization_mode="sync",
+                             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+                             **kwargs)  # fmt: skip
+    obs, info = env.reset(seed=seed)
+    return env, obs, info
+
+
+@pytest.mark.parametrize(
+    ("task", "steps", "scale"),
+    [("HalfCheetah-v5", 2100, 1.0), ("Hopper-v5", 600, 1.0), ("Walker2d-v5", 600, 1.0)],
+)
+def test_equals_gymnasium_step_for_step(task: str, steps: int, scale: float) -> None:
+    n, seed = 3, 7
+    ref, ref_obs, _ = gymnasium_vec(task, n, seed)
+    env = make_mujoco_vec(f"gym:{task}", n, seed=seed, batch_threads=2)
+    obs, _ = env.reset(seed=seed)
+    np.testing.assert_array_equal(obs, ref_obs)
+    rng = np.random.default_rng(0)
+    ends = 0
+    for t in range(steps):
+        actions = (scale * rng.uniform(-1, 1, env.action_space.shape)).astype(np.float32)
+        got = env.step(actions)
+        want = ref.step(actions)
+        for name, a, b in zip(("obs", "reward", "terminated", "truncated"), got[:4], want[:4],
+                              strict=False):  # fmt: skip
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+        info, ref_info = got[4], want[4]
+        done = got[2] | got[3]
+        if done.any():
+            ends += int(done.sum())
+            np.testing.assert_array_equal(info["_final_obs"], ref_info["_final_obs"])
+            for i in np.flatnonzero(done):
+                np.testing.assert_array_equal(info["final_obs"][i], ref_info["final_obs"][i])
+            for key, value in ref_info["final_info"].items():
+                np.testing.assert_array_equal(info["final_info"][key], value, err_msg=key)
+        for key, value in ref_info.items():
+            if key.startswith(("final", "_final")):
+                continue
+            np.testing.assert_array_equal(info[key], value, err_msg=f"{key} at step {t}")
+    assert ends > 0, "the test must cross an episode's end"
+    env.close()
+    ref.close()
+
+
+def test_options_reach_gymnasium() -> None:
+    env = make_mujoco_vec("gym:HalfCheetah-v5", 2, seed=0, ctrl_cost_weight=0.5)
+    ref, _, _ = gymnasium_vec("HalfCheetah-v5", 2, 0, ctrl_cost_weight=0.5)
+    a = np.full(env.action_space.shape, 0.5, dtype=np.float32)
+    np.testing.assert_array_equal(env.step(a)[1], ref.step(a)[1])
+
+
+def test_seeds_per_env_and_thread_counts_agree() -> None:
+    one = make_mujoco_vec("gym:Hopper-v5", 4, seed=3, batch_threads=1)
+    two = make_mujoco_vec("gym:Hopper-v5", 4, seed=3, batch_threads=2)
+    listed = make_mujoco_vec("gym:Hopper-v5", 4, seed=None)
+    listed.reset(seed=[3, 4, 5, 6])
+    a = np.zeros(one.action_space.shape, dtype=np.float32)
+    for _ in range(50):
+        r1, r2, r3 = one.step(a), two.step(a), listed.step(a)
+        np.testing.assert_array_equal(r1[0], r2[0])
+        np.testing.assert_array_equal(r1[0], r3[0])
+
+
+@pytest.mark.parametrize(
+    ("env", "options", "error", "text"),
+    [
+        ("gym:Ant-v5", {}, UnknownEnvError, "--vec-backend mujoco steps"),
+        ("gym:HalfCheetah-v5", {"wrappers": "ClipAction"}, EnvOptionError, "no wrappers"),
+        ("gym:HalfCheetah-v5", {"batch_threads": 0}, EnvOptionError, "batch_threads"),
+        ("gym:HalfCheetah-v5", {"no_such_option": 1}, EnvOptionError, "no_such_option"),
+    ],
+)
+def test_bad_input_is_one_line(env: str, options: dict, error: type, text: str) -> None:
+    with pytest.raises(error, match=text) as caught:
+        make_mujoco_vec(env, 2, seed=0, **options)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_preset_trains_as_on_gymnasiums_envs() -> None:
+    """Two iterations of ``--preset mujoco`` on the batch and on gymnasium's serial envs: the
+    same parameters and normalisation statistics, bit for bit."""
+    import torch
+
+    from rlperf.config import preset
+    from rlperf.ppo.trainer import Trainer
+    from rlperf.profiling import Profiler
+
+    states = []
+    for backend in ("mujoco", "serial"):
+        cfg = preset("mujoco")
+        cfg.env.backend, cfg.run.total_steps, cfg.run.seed = backend, 2 * 2048, 5
+        cfg.run.threads, cfg.run.progress, cfg.run.telemetry = 1, False, False
+        trainer = Trainer(cfg.validate(), profiler=Profiler(enabled=False))
+        trainer.train()
+        states.append({k: v.clone() for k, v in trainer.policy.state_dict().items()})
+        trainer.env.close()
+    for key, value in states[0].items():
+        assert torch.equal(value, states[1][key]), key
+
+
+def test_the_cli_names_the_backend_for_an_id_it_does_not_step() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "rlperf", "train", "--preset", "mujoco", "--vec-backend", "mujoco",
+         "--env", "gym:Ant-v5", "--total-steps", "4096"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--vec-backend serial" in lines[0], done.stderr
