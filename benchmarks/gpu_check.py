@@ -180,7 +180,7 @@ class Sizes:
     workload_s: float  # each workload's --max-wall-s
     pixel_envs: int  # the CNN's and the ConvLSTM's envs
     pixel_steps: int | None  # their steps a rollout (None: the config's)
-    mujoco_steps: int | None  # --preset mujoco's 2048 a rollout, or fewer
+    mujoco_steps: int | None  # --preset mujoco's 256 steps a rollout, or fewer
     bench_max_time_s: float  # pytest-benchmark's --benchmark-max-time
     bench_min_rounds: int
     jax: tuple[int, int, int]  # PureJaxRL: envs, steps, total

@@ -14,11 +14,12 @@ normalisation with clips at +-10 (CleanRL's wrappers; rlperf's ``--preset mujoco
 
 Implementations, each sample in a fresh process, interleaved ABBA (``rlperf.bench.harness``):
 
-- ``rlperf``: ``rlperf.ppo.Trainer`` on ``--preset mujoco`` at CleanRL's shape, 1 env x 2048
-  steps; SPS = steps / the training loop's wall time, every iteration counted, as CleanRL counts
-  its own;
-- ``rlperf-preset``: the same at the preset's own shape, 8 envs x 256 steps on MuJoCo's batch
-  threads (the preset's ``--vec-backend mujoco``: every core on the physics);
+- ``rlperf``: ``rlperf.ppo.Trainer`` on ``--preset mujoco`` at CleanRL's shape and
+  arithmetic, 1 env x 2048 steps, statistics per env (on the preset's backend: MuJoCo's batch,
+  one env); SPS = steps / the training loop's wall time, every iteration counted, as CleanRL
+  counts its own;
+- ``rlperf-preset``: the preset as it is, 8 envs x 256 steps on MuJoCo's batch threads (every
+  core on the physics), statistics shared by the batch;
 - ``cleanrl``: CleanRL's script as published, run as its own process on the CPU
   (``--no-cuda``), adapted to gymnasium 1.x only where it must be (:func:`adapted_cleanrl`:
   ``TransformObservation`` takes the observation space, the vector env's autoreset is 0.29's
@@ -78,7 +79,7 @@ def worker_rlperf(env: str, total: int, threads: int, shape: str = "cleanrl") ->
 
     cfg = preset("mujoco")
     if shape == "cleanrl":
-        cfg.env.num_envs, cfg.ppo.num_steps = 1, ITERATION_STEPS
+        cfg.env.num_envs, cfg.ppo.num_steps, cfg.env.norm_per_env = 1, ITERATION_STEPS, True
     cfg.env.env, cfg.run.total_steps, cfg.run.threads = f"gym:{env}", total, threads
     cfg.run.progress, cfg.run.telemetry = False, False
     trainer = Trainer(cfg.validate(), profiler=Profiler(enabled=False))

@@ -123,10 +123,13 @@ def test_resume_restores_the_statistics_and_continues_exactly(tmp_path: Path) ->
 
 def test_mujoco_preset_is_cleanrls_continuous_settings() -> None:
     cfg = preset("mujoco")
-    assert cfg.env.env == "gym:HalfCheetah-v5" and cfg.env.num_envs == 1
-    assert (cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.update_epochs) == (2048, 32, 10)
+    assert cfg.env.env == "gym:HalfCheetah-v5"
+    # CleanRL's 2048 steps an iteration, as 8 envs x 256 on MuJoCo's batch threads.
+    assert (cfg.env.num_envs, cfg.env.backend) == (8, "mujoco")
+    assert (cfg.env.num_envs * cfg.ppo.num_steps, cfg.ppo.num_minibatches,
+            cfg.ppo.update_epochs) == (2048, 32, 10)  # fmt: skip
     assert (cfg.ppo.learning_rate, cfg.ppo.ent_coef, cfg.ppo.gamma) == (3e-4, 0.0, 0.99)
-    assert cfg.env.normalize_obs and cfg.env.normalize_reward
+    assert cfg.env.normalize_obs and cfg.env.normalize_reward and not cfg.env.norm_per_env
     assert (cfg.env.clip_obs, cfg.env.clip_reward) == (10.0, 10.0)
     assert cfg.run.total_steps == 1_000_000
 

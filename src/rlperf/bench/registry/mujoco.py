@@ -28,9 +28,9 @@ def requires_mujoco() -> None:
 
 
 def preset_config(num_envs: int = 1, num_steps: int = 2048) -> Any:
-    """``--preset mujoco`` on :data:`ENV` at CleanRL's shape (``num_envs`` x ``num_steps``, in
-    the trainer's process, as the cases have timed it from the start), seeded, quiet, the
-    learning rate fixed."""
+    """``--preset mujoco`` on :data:`ENV` at CleanRL's shape and arithmetic (``num_envs`` x
+    ``num_steps`` in the trainer's process, statistics per env, as the cases have timed it from
+    the start), seeded, quiet, the learning rate fixed."""
     requires_mujoco()
     try:
         from rlperf.config import preset
@@ -39,7 +39,7 @@ def preset_config(num_envs: int = 1, num_steps: int = 2048) -> Any:
     except (ImportError, ValueError) as e:  # ConfigError: a commit without the preset
         raise CaseSkipped(f"no mujoco preset in this commit ({e})") from e
     cfg.env.env, cfg.env.num_envs, cfg.ppo.num_steps = ENV, num_envs, num_steps
-    cfg.env.backend = "serial"
+    cfg.env.backend, cfg.env.norm_per_env = "serial", True
     cfg.run.seed, cfg.run.threads, cfg.run.progress = SEED, 1, False
     cfg.ppo.anneal_lr = False
     return cfg
