@@ -131,3 +131,19 @@ def test_the_cli_names_the_backend_for_an_id_it_does_not_step() -> None:
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--vec-backend serial" in lines[0], done.stderr
+
+
+def test_mujoco_before_4_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from rlperf.config import ConfigError
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args):
+        return None if name == "mujoco.batch" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(ConfigError, match="MuJoCo >= 4.0.*--vec-backend serial") as caught:
+        make_mujoco_vec("gym:HalfCheetah-v5", 2, seed=0)
+    assert "\n" not in str(caught.value)

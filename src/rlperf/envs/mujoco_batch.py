@@ -96,7 +96,8 @@ def make_mujoco_vec(
         or importlib.util.find_spec("mujoco.batch") is None
     ):
         raise ConfigError(
-            "--vec-backend mujoco needs MuJoCo >= 4.0 (mujoco.batch): pip install 'rlperf[mujoco]'"
+            "--vec-backend mujoco (--preset mujoco's) needs MuJoCo >= 4.0 for mujoco.batch "
+            "(Python >= 3.11): pip install 'rlperf[mujoco]', or train with --vec-backend serial"
         )
     quiet_mujoco(task)
     options = dict(options)
