@@ -147,3 +147,14 @@ def test_mujoco_before_4_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="MuJoCo >= 4.0.*--vec-backend serial") as caught:
         make_mujoco_vec("gym:HalfCheetah-v5", 2, seed=0)
     assert "\n" not in str(caught.value)
+
+
+def test_threads_default_to_the_cores_a_rank_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert make_mujoco_vec("gym:HalfCheetah-v5", 8, seed=0).threads == 4
+    assert make_mujoco_vec("gym:HalfCheetah-v5", 2, seed=0).threads == 2  # one per env at most
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert make_mujoco_vec("gym:HalfCheetah-v5", 8, seed=0).threads == 2

@@ -22,12 +22,13 @@ rewards (``envs/episodes.py``), as every rlperf env. ``render`` is not offered: 
 films through gymnasium's own env.
 
 Options: the env's gymnasium keywords, and ``batch_threads`` (MuJoCo's threads; default: the
-cores this process may use, at most one per env).
+cores this process may use, shared with the other ranks on the machine, at most one per env).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -108,7 +109,9 @@ def make_mujoco_vec(
         )
     threads = options.pop("batch_threads", None)
     if threads is None:
-        threads = max(1, min(num_envs, usable_cores()))
+        # Ranks on this machine (torchrun's LOCAL_WORLD_SIZE) share its cores.
+        ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        threads = max(1, min(num_envs, usable_cores() // ranks))
     elif not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise EnvOptionError(f"batch_threads must be an integer >= 1, got {threads!r}")
     vec = MujocoBatchVecEnv(task, num_envs, threads, options)
