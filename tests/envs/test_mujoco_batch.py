@@ -158,3 +158,20 @@ def test_threads_default_to_the_cores_a_rank_has(monkeypatch: pytest.MonkeyPatch
     assert make_mujoco_vec("gym:HalfCheetah-v5", 2, seed=0).threads == 2  # one per env at most
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert make_mujoco_vec("gym:HalfCheetah-v5", 8, seed=0).threads == 2
+
+
+def test_reset_mask_resets_those_rows_only() -> None:
+    env = make_mujoco_vec("gym:Hopper-v5", 3, seed=1)
+    ref = make_mujoco_vec("gym:Hopper-v5", 3, seed=1)
+    a = np.full(env.action_space.shape, 0.3, dtype=np.float32)
+    for _ in range(5):
+        obs = env.step(a)[0]
+        ref.step(a)
+    mask = np.array([False, True, False])
+    again, info = env.reset(options={"reset_mask": mask})
+    np.testing.assert_array_equal(again[~mask], obs[~mask])
+    assert not np.array_equal(again[mask], obs[mask])
+    np.testing.assert_array_equal(info["_x_position"], mask)
+    # Row 1's next episode is its generator's next draw: a full reset draws the same for it.
+    ref.reset()
+    np.testing.assert_array_equal(again[1], ref._observe()[1])
