@@ -31,7 +31,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-BACKENDS = ("serial", "multiprocess", "envpool", "mujoco")  # where the envs step (envs/backends.py)
+BACKENDS = ("serial", "multiprocess", "envpool", "mujoco", "auto")  # envs/backends.py
 CONVLSTM_HEADS = ("pool", "flatten")  # what the ConvLSTM's projection reads (policies/convlstm.py)
 
 
@@ -75,8 +75,9 @@ class EnvConfig:
         "serial",
         "where the envs step: serial (in the trainer's process), multiprocess (worker "
         "processes over shared memory, envs/workers/), envpool (EnvPool's C++ threads, for "
-        "the gym: ids it has; pip install 'rlperf[envpool]') or mujoco (gym:HalfCheetah-v5, "
-        "Hopper-v5 and Walker2d-v5 on MuJoCo's batch threads, envs/mujoco_batch.py)",
+        "the gym: ids it has; pip install 'rlperf[envpool]'), mujoco (gym:HalfCheetah-v5, "
+        "Hopper-v5 and Walker2d-v5 on MuJoCo's batch threads, envs/mujoco_batch.py) or auto "
+        "(mujoco where it steps the env, else serial; --preset mujoco's)",
         flag="vec-backend",
     )
     num_workers: int = _f(2, "worker processes of the multiprocess backend")
@@ -140,7 +141,7 @@ class EnvConfig:
             raise ConfigError(
                 f"--vec-backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
             )
-        if self.backend in ("serial", "envpool", "mujoco"):
+        if self.backend in ("serial", "envpool", "mujoco", "auto"):
             if self.env_batch_size:
                 raise ConfigError(
                     f"--env-batch-size needs --vec-backend multiprocess (the {self.backend} "
@@ -645,13 +646,13 @@ def _mujoco(cfg: Config) -> Config:
     and clipped to +-10, rewards divided by the discounted return's std and clipped to +-10.
 
     Where CleanRL steps 1 env x 2048, the preset steps 8 envs x 256 on MuJoCo's batch threads
-    (``--vec-backend mujoco``: gymnasium's envs bit for bit, every core on the physics), with
+    (``--vec-backend auto``: gymnasium's envs bit for bit, every core on the physics), with
     one set of normalisation statistics for the batch, as SB3's VecNormalize keeps them: per
     env, each of the 8 sets saw an eighth of the data and Hopper learned less (docs/continuous.md
     "Learning"). ``--num-envs 1 --num-steps 2048 --norm-per-env`` is CleanRL's shape and
-    arithmetic exactly; ``--vec-backend serial`` runs MuJoCo ids the batch does not step, or
-    MuJoCo before 4.0."""
-    cfg.env.env, cfg.env.num_envs, cfg.env.backend = "gym:HalfCheetah-v5", 8, "mujoco"
+    arithmetic exactly. The backend is ``auto``: MuJoCo's batch for the ids it steps, gymnasium's
+    serial envs for the others (``gym:Ant-v5``) and before MuJoCo 4.0."""
+    cfg.env.env, cfg.env.num_envs, cfg.env.backend = "gym:HalfCheetah-v5", 8, "auto"
     cfg.env.normalize_obs = cfg.env.normalize_reward = True
     cfg.env.clip_obs = cfg.env.clip_reward = 10.0
     cfg.env.norm_per_env = False

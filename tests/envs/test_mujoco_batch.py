@@ -175,3 +175,33 @@ def test_reset_mask_resets_those_rows_only() -> None:
     # Row 1's next episode is its generator's next draw: a full reset draws the same for it.
     ref.reset()
     np.testing.assert_array_equal(again[1], ref._observe()[1])
+
+
+@pytest.mark.parametrize(
+    ("env", "options", "batch"),
+    [
+        ("gym:Hopper-v5", {}, True),
+        ("gym:Ant-v5", {}, False),  # an id the batch does not step: gymnasium's serial envs
+        ("gym:HalfCheetah-v5", {"wrappers": "ClipAction"}, False),
+        ("cartpole", {}, False),
+    ],
+)
+def test_auto_takes_the_batch_where_it_steps_the_env(env: str, options: dict, batch: bool) -> None:
+    from rlperf.config import EnvConfig
+    from rlperf.envs.backends import make_env, resolve_backend
+    from rlperf.envs.mujoco_batch import MujocoBatchVecEnv
+
+    cfg = EnvConfig(env=env, num_envs=2, backend="auto", options=options)
+    assert resolve_backend(cfg) == ("mujoco" if batch else "serial")
+    vec = make_env(cfg, seed=0)
+    assert isinstance(vec, MujocoBatchVecEnv) == batch
+    vec.close()
+
+
+def test_auto_is_serial_before_mujoco_4(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlperf.config import EnvConfig
+    from rlperf.envs import mujoco_batch
+    from rlperf.envs.backends import resolve_backend
+
+    monkeypatch.setattr(mujoco_batch, "batch_available", lambda: False)
+    assert resolve_backend(EnvConfig(env="gym:Hopper-v5", backend="auto")) == "serial"

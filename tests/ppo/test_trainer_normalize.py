@@ -125,7 +125,7 @@ def test_mujoco_preset_is_cleanrls_continuous_settings() -> None:
     cfg = preset("mujoco")
     assert cfg.env.env == "gym:HalfCheetah-v5"
     # CleanRL's 2048 steps an iteration, as 8 envs x 256 on MuJoCo's batch threads.
-    assert (cfg.env.num_envs, cfg.env.backend) == (8, "mujoco")
+    assert (cfg.env.num_envs, cfg.env.backend) == (8, "auto")
     assert (cfg.env.num_envs * cfg.ppo.num_steps, cfg.ppo.num_minibatches,
             cfg.ppo.update_epochs) == (2048, 32, 10)  # fmt: skip
     assert (cfg.ppo.learning_rate, cfg.ppo.ent_coef, cfg.ppo.gamma) == (3e-4, 0.0, 0.99)

@@ -6,9 +6,10 @@ the env in this process (``make_vec``), ``multiprocess`` builds a
 ``--env-batch-size``, ``envpool`` an :class:`~rlperf.envs.envpool_backend.EnvPoolVecEnv`
 (EnvPool's C++ threads, in this process), ``mujoco`` a
 :class:`~rlperf.envs.mujoco_batch.MujocoBatchVecEnv` (MuJoCo's batch threads, in this
-process). All come back reset with ``seed`` and follow the same vector-env contract, except
-that the workers' arrays are views of their shared memory (``copy=False``): the trainer copies
-them into its rollout buffer before the next step.
+process), ``auto`` the ``mujoco`` one where it steps the env and ``serial`` elsewhere
+(:func:`resolve_backend`). All come back reset with ``seed`` and follow the same vector-env
+contract, except that the workers' arrays are views of their shared memory (``copy=False``):
+the trainer copies them into its rollout buffer before the next step.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ def worker_spin_us(cfg: EnvConfig, trainer_threads: int) -> float:
     return AUTO_SPIN_US if processes <= usable_cores() else 0.0
 
 
+def resolve_backend(cfg: EnvConfig) -> str:
+    """``cfg.backend``, with ``auto`` resolved: ``mujoco`` where MuJoCo's batch steps the env
+    (one of its ids, no wrappers, MuJoCo >= 4), else ``serial``."""
+    if cfg.backend != "auto":
+        return cfg.backend
+    from rlperf.envs.mujoco_batch import batch_steps
+
+    return "mujoco" if batch_steps(cfg.env, cfg.options) else "serial"
+
+
 def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> VectorEnv:
     """The vector env ``cfg`` describes, reset with ``seed``; ``trainer_threads`` is the
     trainer's torch thread count while the envs step, its rollout's (for the automatic
@@ -48,7 +59,7 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
-    if cfg.backend in ("serial", "envpool", "mujoco"):
+    if resolve_backend(cfg) in ("serial", "envpool", "mujoco"):
         return make_one(cfg, cfg.num_envs, seed)
     from rlperf.envs.workers import MultiprocessVecEnv
 
@@ -76,11 +87,12 @@ def make_one(cfg: EnvConfig, num_envs: int = 1, seed: int | None = None) -> Vect
     Raises:
         ConfigError, UnknownEnvError, EnvOptionError: as :func:`make_env` (one line).
     """
-    if cfg.backend == "envpool":
+    backend = resolve_backend(cfg)
+    if backend == "envpool":
         from rlperf.envs.envpool_backend import make_envpool_vec
 
         return make_envpool_vec(cfg.env, num_envs, seed=seed, **cfg.options)
-    if cfg.backend == "mujoco":
+    if backend == "mujoco":
         from rlperf.envs.mujoco_batch import make_mujoco_vec
 
         return make_mujoco_vec(cfg.env, num_envs, seed=seed, **cfg.options)

@@ -1,4 +1,5 @@
-"""gymnasium's MuJoCo locomotion envs stepped as one batch: ``--vec-backend mujoco``.
+"""gymnasium's MuJoCo locomotion envs stepped as one batch: ``--vec-backend mujoco`` (and
+``auto``, ``--preset mujoco``'s, where it steps the env).
 
 Why: at one env, gymnasium's HalfCheetah step is ~1.3x MuJoCo's physics and rlperf's whole
 step ~2.9x (docs/continuous.md, "Speed"); the physics of one env cannot use a second core, and
@@ -80,6 +81,21 @@ def gym_id(env: str) -> str:
     return task
 
 
+def batch_available() -> bool:
+    """Whether MuJoCo >= 4.0's ``mujoco.batch`` is installed (found, not imported)."""
+    return (
+        importlib.util.find_spec("mujoco") is not None
+        and importlib.util.find_spec("mujoco.batch") is not None
+    )
+
+
+def batch_steps(env: str, options: dict[str, Any]) -> bool:
+    """Whether :func:`make_mujoco_vec` steps rlperf env name ``env`` with ``options``: one of
+    :data:`SUPPORTED`, no ``wrappers``, MuJoCo >= 4.0 (``--vec-backend auto``)."""
+    task = env[len(GYM_PREFIX) :] if env.startswith(GYM_PREFIX) else None
+    return task in SUPPORTED and "wrappers" not in options and batch_available()
+
+
 def make_mujoco_vec(
     env: str, num_envs: int, seed: int | None = None, **options: Any
 ) -> MujocoBatchVecEnv:
@@ -92,12 +108,9 @@ def make_mujoco_vec(
             per-env env to wrap), or a bad ``batch_threads`` (one line).
     """
     task = gym_id(env)
-    if (
-        importlib.util.find_spec("mujoco") is None
-        or importlib.util.find_spec("mujoco.batch") is None
-    ):
+    if not batch_available():
         raise ConfigError(
-            "--vec-backend mujoco (--preset mujoco's) needs MuJoCo >= 4.0 for mujoco.batch "
+            "--vec-backend mujoco needs MuJoCo >= 4.0 for mujoco.batch "
             "(Python >= 3.11): pip install 'rlperf[mujoco]', or train with --vec-backend serial"
         )
     quiet_mujoco(task)

@@ -13,6 +13,7 @@ import torch
 
 from rlperf.config import Config, ConfigError
 from rlperf.envs import check_env_name, make_env
+from rlperf.envs.backends import resolve_backend
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError
 from rlperf.policies.registry import check_policy_fit, policy_entry
 from rlperf.ppo.build import make_normalizer
@@ -90,7 +91,7 @@ def check_config(cfg: Config, world_size: int = 1) -> None:
     cfg.validate()
     check_env_name(cfg.env.env)
     cfg.env.validate_backend()
-    if cfg.env.backend not in ("envpool", "mujoco"):  # no process to start: its own env is checked
+    if resolve_backend(cfg.env) not in ("envpool", "mujoco"):  # no process: its own env is checked
         cfg.env.backend, cfg.env.num_workers, cfg.env.env_batch_size = "serial", 1, 0
         cfg.env.inline_worker, cfg.env.pin_workers, cfg.env.worker_spin_us = False, False, -1
     env = make_env(cfg.env, cfg.run.seed)
