@@ -29,7 +29,8 @@ deadline leaves; one that fails or times out is recorded and the next one runs:
   the ConvLSTM (``--preset robots-rgb``), MuJoCo (``--preset mujoco``), Atari (``--preset
   atari``) and nccl with two ranks, each for a few seconds; SPS and where the time went.
 - ``purejaxrl``: where jax sees the GPU, PureJaxRL's ``ppo.py`` on the CartPole work of
-  ``cartpole_475`` (benchmarks/purejaxrl_vs_rlperf.py's worker).
+  ``cartpole_475`` and at the workloads' CartPole size (4,096 envs x 32 steps, against
+  ``cartpole_big``) (benchmarks/purejaxrl_vs_rlperf.py's worker).
 - ``atari_vs_cleanrl``: ``--preset atari --env gym:ale_py:ALE/Pong-v5`` and CleanRL's
   ``ppo_atari.py`` on PongNoFrameskip-v4, at once on the same GPU for the same seconds (what the
   deadline leaves, at most ``--atari-s``; alone: ``--only atari_vs_cleanrl --atari-s 300`` on
@@ -184,6 +185,7 @@ class Sizes:
     bench_max_time_s: float  # pytest-benchmark's --benchmark-max-time
     bench_min_rounds: int
     jax: tuple[int, int, int]  # PureJaxRL: envs, steps, total
+    jax_big: tuple[int, int, int]  # PureJaxRL at cartpole_big's shape (big_envs x 32)
     atari_s: float  # each Atari side's seconds
     atari_envs: int | None  # None: the preset's (CleanRL's 8)
 
@@ -191,11 +193,13 @@ class Sizes:
 GPU = Sizes(device="cuda", deadline_s=480, startup_s=25, target_return=475.0,
             cartpole=(4, 128, 500_000), cartpole_s=100, big_envs=4096, workload_s=10,
             pixel_envs=256, pixel_steps=None, mujoco_steps=None, bench_max_time_s=0.5,
-            bench_min_rounds=5, jax=(4, 128, 500_000), atari_s=120, atari_envs=None)  # fmt: skip
+            bench_min_rounds=5, jax=(4, 128, 500_000), jax_big=(4096, 32, 20_971_520),
+            atari_s=120, atari_envs=None)  # fmt: skip
 CPU = Sizes(device="cpu", deadline_s=300, startup_s=10, target_return=40.0,
             cartpole=(4, 16, 200_000), cartpole_s=60, big_envs=16, workload_s=1,
             pixel_envs=4, pixel_steps=8, mujoco_steps=64, bench_max_time_s=0.01,
-            bench_min_rounds=2, jax=(4, 16, 2048), atari_s=3, atari_envs=2)  # fmt: skip
+            bench_min_rounds=2, jax=(4, 16, 2048), jax_big=(16, 32, 2048), atari_s=3,
+            atari_envs=2)  # fmt: skip
 # Each step's cap in seconds at GPU sizes (the deadline cuts them further); --cpu: CPU_CAP_S.
 CAP_S = {"probe": 60, "install": 240, "cuda_tests": 120, "registry_cuda": 120, "profile": 90,
          "workload": 60, "purejaxrl": 120}  # fmt: skip
@@ -1006,22 +1010,42 @@ def step_purejaxrl(check: Check) -> dict[str, Any]:
     if check.cuda and backend != "gpu":
         raise Skip(f"jax does not see the GPU (its backend: {backend})")
     envs, steps, total = check.sizes.jax
-    worker = ROOT / "benchmarks" / "purejaxrl_vs_rlperf.py"
-    fin = run_process(
-        check.python(str(worker), "--jax-worker", f"{envs}x{steps}", str(total), "1"),
-        check.timeout(CAP_S["purejaxrl"]),
-        check.log("purejaxrl"),
-        check.env,
-    )
-    if fin.rc != 0:
-        raise Failed(f"PureJaxRL's worker exited {fin.rc}", {"log_tail": fin.tail()}, fin.timed_out)
-    result = last_json(fin.tail(100_000))
+    result = purejaxrl_worker(check, envs, steps, total, "purejaxrl")
     figures = {"backend": backend, "shape": f"{envs}x{steps}", "total_steps": total, **result}
     rlperf = check.results.get("cartpole_475", {}).get("figures", {})
     if rlperf.get("sps") and (envs, steps) == check.sizes.cartpole[:2]:
         figures["rlperf_same_work"] = {"sps": rlperf["sps"], "at_target": rlperf.get("at_target")}
         figures["rlperf_over_purejaxrl_sps"] = round(rlperf["sps"] / result["sps"], 3)
+    # The same at the workloads' CartPole size, where the GPU's arithmetic counts: the gap
+    # there is the one the next step on the GPU works on (docs/journal/gpu.md).
+    envs, steps, total = check.sizes.jax_big
+    try:
+        big = purejaxrl_worker(check, envs, steps, total, "purejaxrl_big")
+    except Failed as e:  # the small shape's figures stand; say why the big one has none
+        figures["big"] = {"status": "failed", "reason": str(e), **e.figures}
+        return figures
+    figures["big"] = {"shape": f"{envs}x{steps}", "total_steps": total, **big}
+    work = check.results.get("workloads", {}).get("figures", {}).get("items", {})
+    big_rlperf = work.get("cartpole_big", {}).get("figures", {})
+    if big_rlperf.get("sps") and envs == check.sizes.big_envs:
+        figures["big"]["rlperf_sps"] = big_rlperf["sps"]
+        figures["big"]["rlperf_over_purejaxrl_sps"] = round(big_rlperf["sps"] / big["sps"], 3)
     return figures
+
+
+def purejaxrl_worker(check: Check, envs: int, steps: int, total: int, log: str) -> dict[str, Any]:
+    """PureJaxRL's ``ppo.py`` (benchmarks/purejaxrl_vs_rlperf.py's worker) on ``envs`` x
+    ``steps`` CartPole for ``total`` steps: its JSON line (SPS, compile and run seconds)."""
+    worker = ROOT / "benchmarks" / "purejaxrl_vs_rlperf.py"
+    fin = run_process(
+        check.python(str(worker), "--jax-worker", f"{envs}x{steps}", str(total), "1"),
+        check.timeout(CAP_S["purejaxrl"]),
+        check.log(log),
+        check.env,
+    )
+    if fin.rc != 0:
+        raise Failed(f"PureJaxRL's worker exited {fin.rc}", {"log_tail": fin.tail()}, fin.timed_out)
+    return last_json(fin.tail(100_000))
 
 
 def step_atari_vs_cleanrl(check: Check) -> dict[str, Any]:
@@ -1255,6 +1279,8 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "workload_sps": {n: r["figures"].get("sps") for n, r in work.items()} or None,
         "purejaxrl_sps": fig("purejaxrl", "sps"),
         "rlperf_over_purejaxrl_sps": fig("purejaxrl", "rlperf_over_purejaxrl_sps"),
+        "purejaxrl_big_sps": fig("purejaxrl", "big", "sps"),
+        "rlperf_over_purejaxrl_big_sps": fig("purejaxrl", "big", "rlperf_over_purejaxrl_sps"),
         "atari_last_100": {
             side: fig("atari_vs_cleanrl", "items", side, "figures", "mean_return_last_100")
             for side in ("rlperf", "cleanrl")
@@ -1290,8 +1316,11 @@ def headline_of(name: str, figures: dict[str, Any]) -> str | None:
             f"{n} {sps_text(r['figures']) or r['status']}" for n, r in f.get("items", {}).items()
         )
     if name == "purejaxrl":
+        big = f.get("big") or {}
         return (
-            f"{f.get('sps') or 0:,.0f} SPS (rlperf/PureJaxRL {f.get('rlperf_over_purejaxrl_sps')})"
+            f"{f.get('sps') or 0:,.0f} SPS (rlperf/PureJaxRL {f.get('rlperf_over_purejaxrl_sps')});"
+            f" {big.get('shape')}: {big.get('sps') or 0:,.0f} SPS"
+            f" (rlperf/PureJaxRL {big.get('rlperf_over_purejaxrl_sps')})"
         )
     if name == "atari_vs_cleanrl":
         return "; ".join(
