@@ -141,7 +141,7 @@ class EnvConfig:
             raise ConfigError(
                 f"--vec-backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
             )
-        if self.backend in ("serial", "envpool", "mujoco", "auto"):
+        if self.backend != "multiprocess":  # every other backend steps the envs in-process
             if self.env_batch_size:
                 raise ConfigError(
                     f"--env-batch-size needs --vec-backend multiprocess (the {self.backend} "

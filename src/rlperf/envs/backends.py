@@ -59,7 +59,7 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
-    if resolve_backend(cfg) in ("serial", "envpool", "mujoco"):
+    if cfg.backend != "multiprocess":
         return make_one(cfg, cfg.num_envs, seed)
     from rlperf.envs.workers import MultiprocessVecEnv
 

@@ -29,8 +29,8 @@ The two layouts follow the two gymnasium stacks step for step, episode ends incl
   a SAME_STEP ``SyncVectorEnv``: the return restarts only at a termination, from the terminal
   step's own reward, and runs on across a truncation; an episode's final observation counts
   into its env's statistics before the next episode's first one does, and is normalised with
-  them then. CleanRL's published returns were learned with these quirks, so ``--preset
-  mujoco`` keeps them.
+  them then. CleanRL's published returns were learned with these quirks; ``--norm-per-env``
+  keeps them (``--preset mujoco`` at 8 envs shares one set: docs/continuous.md).
 
 Tested against gymnasium's wrappers in ``tests/envs/test_normalize.py``.
 """

@@ -13,7 +13,6 @@ import torch
 
 from rlperf.config import Config, ConfigError
 from rlperf.envs import check_env_name, make_env
-from rlperf.envs.backends import resolve_backend
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError
 from rlperf.policies.registry import check_policy_fit, policy_entry
 from rlperf.ppo.build import make_normalizer
@@ -78,8 +77,8 @@ def check_config(cfg: Config, world_size: int = 1) -> None:
     """Every check ``Trainer(cfg)`` makes before any work, without training or starting a
     process: ConfigError, UnknownEnvError or EnvOptionError (one line) on the first problem.
 
-    The env is built here with the serial backend (the same rows and spaces, no worker started)
-    to check the policy, the sizes and the teacher against it. Checks that depend on the
+    The env is built here in this process (the serial backend where workers would step it: the
+    same rows and spaces, no worker started) to check the policy, the sizes and the teacher against it. Checks that depend on the
     machine rather than on the command are left out: whether CUDA is here, and the cores
     ``--num-workers`` may use (``--oversubscribe`` is assumed).
 
@@ -91,7 +90,7 @@ def check_config(cfg: Config, world_size: int = 1) -> None:
     cfg.validate()
     check_env_name(cfg.env.env)
     cfg.env.validate_backend()
-    if resolve_backend(cfg.env) not in ("envpool", "mujoco"):  # no process: its own env is checked
+    if cfg.env.backend == "multiprocess":  # the workers' env, checked in this process
         cfg.env.backend, cfg.env.num_workers, cfg.env.env_batch_size = "serial", 1, 0
         cfg.env.inline_worker, cfg.env.pin_workers, cfg.env.worker_spin_us = False, False, -1
     env = make_env(cfg.env, cfg.run.seed)
