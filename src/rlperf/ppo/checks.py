@@ -78,9 +78,10 @@ def check_config(cfg: Config, world_size: int = 1) -> None:
     process: ConfigError, UnknownEnvError or EnvOptionError (one line) on the first problem.
 
     The env is built here in this process (the serial backend where workers would step it: the
-    same rows and spaces, no worker started) to check the policy, the sizes and the teacher against it. Checks that depend on the
-    machine rather than on the command are left out: whether CUDA is here, and the cores
-    ``--num-workers`` may use (``--oversubscribe`` is assumed).
+    same rows and spaces, no worker started) to check the policy, the sizes and the teacher
+    against it. Checks that depend on the machine rather than on the command are left out:
+    whether CUDA is here, and the cores ``--num-workers`` may use (``--oversubscribe`` is
+    assumed).
 
     Args:
         world_size: ranks of the run (``--nproc`` x ``--nnodes``).
