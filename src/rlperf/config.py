@@ -83,8 +83,9 @@ class EnvConfig:
     num_workers: int = _f(2, "worker processes of the multiprocess backend")
     env_batch_size: int = _f(
         0,
-        "multiprocess: envs per send/recv batch, whole workers (0: all envs, synchronous; "
-        "fewer: the trainer acts on ready workers while the others step)",
+        "multiprocess and envpool: envs per send/recv batch (0: all envs, synchronous; fewer: "
+        "the trainer acts on one batch while the others step); multiprocess: whole workers, "
+        "the ready ones; envpool: fixed blocks of rows, in the order sent",
     )
     oversubscribe: bool = _f(
         False,
@@ -142,10 +143,16 @@ class EnvConfig:
                 f"--vec-backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}"
             )
         if self.backend != "multiprocess":  # every other backend steps the envs in-process
-            if self.env_batch_size:
+            batch = self.env_batch_size
+            if batch and self.backend != "envpool":
                 raise ConfigError(
-                    f"--env-batch-size needs --vec-backend multiprocess (the {self.backend} "
-                    "backend steps every env together)"
+                    f"--env-batch-size needs --vec-backend multiprocess or envpool (the "
+                    f"{self.backend} backend steps every env together)"
+                )
+            if batch < 0 or (batch and self.num_envs % batch):
+                raise ConfigError(
+                    f"--env-batch-size {batch} must divide --num-envs {self.num_envs} "
+                    "(0: all envs together)"
                 )
             if self.pin_workers:
                 raise ConfigError("--pin-workers needs --vec-backend multiprocess")
@@ -181,8 +188,17 @@ class EnvConfig:
 
     @property
     def asynchronous(self) -> bool:
-        """The trainer receives batches of ready workers (``env_batch_size < num_envs``)."""
-        return self.backend == "multiprocess" and 0 < self.env_batch_size < self.num_envs
+        """The trainer receives batches of envs while others step (``env_batch_size <
+        num_envs``: ready workers, or EnvPool's fixed batches)."""
+        in_batches = self.backend in ("multiprocess", "envpool")
+        return in_batches and 0 < self.env_batch_size < self.num_envs
+
+    @property
+    def steps_beside_trainer(self) -> bool:
+        """The envs step on cores of their own while the trainer acts: env worker processes,
+        or EnvPool's threads stepping the other batches (the rollout's policy then takes one
+        thread)."""
+        return self.backend == "multiprocess" or (self.backend == "envpool" and self.asynchronous)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""How long OpenMP's idle threads spin, set before torch loads it, for runs with env workers.
+"""How long OpenMP's idle threads spin, set before torch loads it, for runs with env workers
+(or EnvPool stepping batches beside the trainer: the same layout of cores).
 
 torch's CPU kernels run on GNU OpenMP (libgomp). After each parallel region its idle threads spin
 for ``GOMP_SPINCOUNT`` iterations before they sleep: 300,000 when the variable is unset, several
@@ -31,35 +32,39 @@ WORKERS_SPIN_COUNT = "10000"
 
 
 def uses_env_workers(argv: Sequence[str]) -> bool:
-    """Whether the command line trains with the multiprocess env backend: ``--vec-backend
-    multiprocess``, a ``--preset`` that sets it, or ``--resume`` of a run saved with it. Any
-    command line that cannot be read this way says False (the parser proper reports it)."""
-    from rlperf.config import ConfigError, flag_name, preset
+    """Whether the command line trains with envs that step beside the trainer: the
+    multiprocess backend's workers, or EnvPool's threads with ``--env-batch-size`` below
+    ``--num-envs`` (``EnvConfig.steps_beside_trainer``), from the flags, a ``--preset`` or the
+    saved config of a ``--resume``, flags first. Any command line that cannot be read this way
+    says False (the parser proper reports it)."""
+    from rlperf.config import ConfigError, EnvConfig, flag_name, preset
     from rlperf.run.run_dir import CONFIG_NAME
 
     # allow_abbrev=False as the real parser: "--vec" must not read as --vec-backend here.
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument(flag_name("backend"), dest="backend")
+    fields = ("backend", "env_batch_size", "num_envs")
+    for field in fields:
+        parser.add_argument(flag_name(field), dest=field)
     parser.add_argument("--preset")
     parser.add_argument("--resume")
     try:
         known, _ = parser.parse_known_args(list(argv))
     except SystemExit:
         return False
-    if known.backend is not None:
-        return bool(known.backend == "multiprocess")
-    if known.resume:
-        try:
-            saved = json.loads((Path(known.resume) / CONFIG_NAME).read_text())
-            return bool(saved["env"]["backend"] == "multiprocess")
-        except (OSError, ValueError, KeyError, TypeError):
-            return False
-    if known.preset:
-        try:
-            return preset(known.preset).env.backend == "multiprocess"
-        except ConfigError:
-            return False
-    return False
+    env = EnvConfig()
+    try:
+        if known.resume:
+            saved = json.loads((Path(known.resume) / CONFIG_NAME).read_text())["env"]
+            env = EnvConfig(**{f: saved[f] for f in fields if f in saved})
+        elif known.preset:
+            env = preset(known.preset).env
+        for field in fields:
+            if getattr(known, field) is not None:
+                value = getattr(known, field)
+                setattr(env, field, value if field == "backend" else int(value))
+    except (OSError, ValueError, KeyError, TypeError, ConfigError):
+        return False
+    return env.steps_beside_trainer
 
 
 def long_spin_problem(environ: Mapping[str, str] = os.environ) -> str | None:

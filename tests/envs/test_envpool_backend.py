@@ -1,7 +1,8 @@
 """``--vec-backend envpool``: EnvPool's pool as a gymnasium 1.x vector env with SAME_STEP
 autoreset, held against EnvPool's own autoreset one env at a time; game episode statistics
-across lives; ``--preset atari``'s settings as EnvPool's; one-line errors. Skipped without
-envpool (the ``envpool`` extra)."""
+across lives; batches (``--env-batch-size``) held against the synchronous pool; ``--preset
+atari``'s settings as EnvPool's; one-line errors. Skipped without envpool (the ``envpool``
+extra)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,73 @@ def test_mujoco_truncation_gives_final_obs_and_the_episode() -> None:
     assert not np.allclose(info["final_obs"], obs)  # the returned row starts the next episode
 
 
+def test_batches_step_every_env_as_the_synchronous_pool() -> None:
+    """``send``/``recv`` in batches of 2 of 6 envs give, row by row, what the synchronous pool
+    gives for the same actions: observations, rewards, flags, final observations, infos and
+    the games' returns, through lost lives and resets. A batch whose envs ended an episode
+    yields once to the next one; which comes back depends on the data, not on EnvPool's
+    threads (two runs, with 1 and 3 threads, return the same batches in the same order)."""
+    n, b, steps = 6, 2, 400
+    sync = make_envpool_vec(BREAKOUT, n, seed=SEED, **atari_options())
+    runs = [make_envpool_vec(BREAKOUT, n, SEED, b, num_threads=t, **atari_options())
+            for t in (1, 3)]  # fmt: skip
+    assert all(v.asynchronous and v.batch_size == b for v in runs) and not sync.asynchronous
+    rng = np.random.default_rng(2)
+    actions = rng.integers(0, 4, (steps, n))
+    expected = [sync.step(actions[t]) for t in range(steps)]  # expected[t][k][row]
+    orders = []
+    for vec in runs:
+        position, order = np.zeros(n, dtype=np.int64), []
+        vec.send(actions[0])
+        in_flight = n
+        while in_flight:
+            obs, rew, term, trunc, info, rows = vec.recv()
+            in_flight -= len(rows)
+            order.append((int(rows[0]), int(position[rows[0]])))
+            for j, row in enumerate(rows):
+                t = position[row]
+                e_obs, e_rew, e_term, e_trunc, e_info = expected[t]
+                np.testing.assert_array_equal(obs[j], e_obs[row], err_msg=f"step {t} row {row}")
+                assert (rew[j], term[j], trunc[j]) == (e_rew[row], e_term[row], e_trunc[row])
+                assert info["lives"][j] == e_info["lives"][row]
+                assert ("_final_obs" in info and info["_final_obs"][j]) == (
+                    "_final_obs" in e_info and e_info["_final_obs"][row])  # fmt: skip
+                if "_final_obs" in info and info["_final_obs"][j]:
+                    np.testing.assert_array_equal(info["final_obs"][j], e_info["final_obs"][row])
+                if "_episode" in info and info["_episode"][j]:
+                    assert info["episode"]["r"][j] == e_info["episode"]["r"][row]
+            position[rows] += 1
+            more = rows[position[rows] < steps]
+            if more.size:
+                vec.send(actions[position[more[0]]][more], more)
+                in_flight += len(more)
+        orders.append(order)
+    assert orders[0] == orders[1]
+    # Without a yield the batches would come back round-robin: by step, then by row.
+    round_robin = sorted(orders[0], key=lambda e: (e[1], e[0]))
+    assert orders[0] != round_robin, "no batch yielded to the next: the run saw no episode end"
+
+
+def test_batches_refuse_calls_out_of_order() -> None:
+    from rlperf.envs.workers.pool import ApiUsageError
+
+    vec = make_envpool_vec(BREAKOUT, 4, SEED, 2, **atari_options())
+    with pytest.raises(ApiUsageError, match="no step in flight"):
+        vec.recv()
+    with pytest.raises(ApiUsageError, match="whole batches of 2 consecutive rows"):
+        vec.send(np.zeros(2, np.int64), np.array([1, 2]))
+    vec.send(np.zeros(2, np.int64), np.array([2, 3]))
+    with pytest.raises(ApiUsageError, match="still stepping"):
+        vec.send(np.zeros(2, np.int64), np.array([2, 3]))
+    with pytest.raises(ApiUsageError, match="batches in flight"):
+        vec.step(np.zeros(4, np.int64))
+    obs, _ = vec.reset()  # drops the batch in flight
+    assert obs.shape == (4, 4, 84, 84)
+    assert vec.step(np.zeros(4, np.int64))[0].shape == (4, 4, 84, 84)
+    with pytest.raises(ValueError, match="must divide"):
+        make_envpool_vec(BREAKOUT, 4, SEED, 3, **atari_options())
+
+
 def test_the_trainer_trains_on_envpool_with_uint8_frames() -> None:
     import torch
 
@@ -152,6 +220,27 @@ def test_the_trainer_trains_on_envpool_with_uint8_frames() -> None:
     assert trainer.buffer.obs.dtype == torch.uint8
 
 
+def test_the_trainer_in_batches_is_deterministic() -> None:
+    """``--env-batch-size``: the asynchronous collector over EnvPool's batches trains to the
+    same parameters twice (its data do not hang on the threads' timing), on one rollout
+    thread."""
+    import torch
+
+    from rlperf.ppo.trainer import Trainer
+
+    params = []
+    for _ in range(2):
+        cfg = preset("atari")
+        cfg.env.backend, cfg.env.env_batch_size = "envpool", 2
+        cfg.env.num_envs, cfg.ppo.num_steps, cfg.ppo.num_minibatches = 4, 16, 2
+        cfg.run.total_steps, cfg.run.progress, cfg.run.telemetry = 128, False, False
+        trainer = Trainer(cfg)
+        trainer.train()
+        assert trainer.rollout_threads == 1
+        params.append(torch.cat([p.detach().flatten() for p in trainer.policy.parameters()]))
+    assert torch.equal(params[0], params[1])
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -159,7 +248,7 @@ def test_the_trainer_trains_on_envpool_with_uint8_frames() -> None:
         (["--env", "gym:ale_py:ALE/Nope-v5"], "is not in EnvPool"),
         (["--env-option", "wrappers=ClipReward"], "takes no wrappers option"),
         (["--num-workers", "2"], "--num-workers needs --vec-backend multiprocess"),
-        (["--env-batch-size", "4"], "--env-batch-size needs --vec-backend multiprocess"),
+        (["--env-batch-size", "3"], "--env-batch-size 3 must divide --num-envs 8"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -35,3 +35,22 @@ def test_channels_last_gives_the_plain_network(shape: tuple[int, int, int]) -> N
 @pytest.mark.parametrize("shape", [(9, 11, 11), (8, 8, 8), (1, 10, 5)])
 def test_small_stacks_stay_nchw(shape: tuple[int, int, int]) -> None:
     assert not CNNEncoder(shape, (16,), 32).channels_last
+
+
+def test_acting_with_kept_channels_last_filters_gives_the_autograd_forward() -> None:
+    """Inside ``acting()`` the forward without autograd runs on channels-last copies of the
+    filters made once for the stretch: the same outputs, to the bit, as the autograd forward;
+    a new stretch sees the parameters as they are then, and outside one nothing is kept."""
+    torch.manual_seed(0)
+    enc = CNNEncoder((4, 84, 84), (32, 64, 64), 512)
+    frames = torch.randint(0, 256, (4, 4, 84, 84), dtype=torch.uint8)
+    for _ in range(2):
+        reference = enc(frames).detach()
+        with torch.inference_mode(), enc.acting():
+            first, again = enc(frames), enc(frames)
+            assert enc._acting and enc._acting[0].is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(first, reference) and torch.equal(again, reference)
+        assert enc._acting is None
+        with torch.no_grad():  # the optimizer's step, between two rollouts
+            for p in enc.parameters():
+                p.add_(0.01)

@@ -4,7 +4,7 @@
 the env in this process (``make_vec``), ``multiprocess`` builds a
 :class:`~rlperf.envs.workers.MultiprocessVecEnv` with ``--num-workers`` and
 ``--env-batch-size``, ``envpool`` an :class:`~rlperf.envs.envpool_backend.EnvPoolVecEnv`
-(EnvPool's C++ threads, in this process), ``mujoco`` a
+(EnvPool's C++ threads, in this process; in batches with ``--env-batch-size``), ``mujoco`` a
 :class:`~rlperf.envs.mujoco_batch.MujocoBatchVecEnv` (MuJoCo's batch threads, in this
 process), ``auto`` the ``mujoco`` one where it steps the env and ``serial`` elsewhere
 (:func:`resolve_backend`). All come back reset with ``seed`` and follow the same vector-env
@@ -59,6 +59,10 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
+    if cfg.backend == "envpool" and cfg.env_batch_size:
+        from rlperf.envs.envpool_backend import make_envpool_vec
+
+        return make_envpool_vec(cfg.env, cfg.num_envs, seed, cfg.env_batch_size, **cfg.options)
     if cfg.backend != "multiprocess":
         return make_one(cfg, cfg.num_envs, seed)
     from rlperf.envs.workers import MultiprocessVecEnv

@@ -7,6 +7,8 @@ one linear layer), then the actor and critic heads as one matmul, as CleanRL's
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from rlperf.envs.spec import EnvSpec
@@ -23,6 +25,10 @@ class CNNActorCritic(FeedForwardActorCritic):
         super().__init__(spec)
         self.encoder = CNNEncoder(spec.obs_shape, channels, features)
         self.out = ActorCriticHeads(features, spec)
+
+    def acting(self) -> contextlib.AbstractContextManager:
+        """The encoder's stretch of unchanged filters (``CNNEncoder.acting``)."""
+        return self.encoder.acting()
 
     def heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.out(self.encoder(obs))

@@ -7,10 +7,13 @@ way: a quarter of the memory and of the host-to-device traffic of float32) and a
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rlperf.envs.spec import EnvSpec
@@ -88,6 +91,7 @@ class CNNEncoder(nn.Module):
         # robots', 1.01x on catch's. The parameters keep their layout; Flatten copies the last
         # maps back to (C, H, W) order.
         self.channels_last = min(h, w) >= NATURE_MIN_SIZE
+        self._acting: list[torch.Tensor] | None = None  # channels-last filters, in acting()
 
     def scale(self, obs: torch.Tensor) -> torch.Tensor:
         """The observation as the first convolution takes it: in the parameters' dtype, uint8
@@ -102,9 +106,39 @@ class CNNEncoder(nn.Module):
         return x.mul_(1.0 / 255.0) if obs.dtype == torch.uint8 else x
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.convs(self.scale(obs)))
+        x = self.scale(obs)
+        if self._acting is not None and x.is_cpu and not torch.is_grad_enabled():
+            return self._forward_acting(x)
+        return self.fc(self.convs(x))
 
     infer = forward  # convolutions dominate; the module calls are noise here
+
+    @contextlib.contextmanager
+    def acting(self) -> Iterator[None]:
+        """A stretch of forwards without autograd and with unchanged parameters (the policy's
+        ``acting()``, the trainer's rollout): on the CPU with :attr:`channels_last`, the
+        filters are copied to channels-last once for the stretch. Given NCHW filters, oneDNN
+        copies each on every call: 6 copies, ~0.14 ms of a 1.4 ms forward of 4 frames on one
+        thread. The parameters keep their layout (their gradients' layout contract,
+        checkpoints); a stretch inside another is the outer one."""
+        if self._acting is not None or not self.channels_last:
+            yield
+            return
+        self._acting = []
+        try:
+            yield
+        finally:
+            self._acting = None
+
+    def _forward_acting(self, x: torch.Tensor) -> torch.Tensor:
+        convs = [m for m in self.convs if isinstance(m, nn.Conv2d)]
+        filters = cast(list[torch.Tensor], self._acting)
+        if not filters:
+            filters += [c.weight.detach().contiguous(memory_format=torch.channels_last)
+                        for c in convs]  # fmt: skip
+        for conv, w in zip(convs, filters, strict=True):
+            x = F.conv2d(x, w, conv.bias, conv.stride, conv.padding).relu_()
+        return self.fc(x.flatten(1))
 
 
 def make_encoder(

@@ -80,12 +80,13 @@ def phase_threads(cfg: Config, device: torch.device) -> tuple[int, int]:
     """The most torch threads the update and the rollout may take (call after
     ``torch.set_num_threads(--threads)``; it may lower torch's count for the run).
 
-    With env workers the cores beside the trainer's are theirs while they step: the rollout
-    runs the policy on one thread, the update (the workers asleep) on ``--threads``. Two
-    threads in the rollout took a worker's core (0.61x serial's SPS); one thread for the
-    whole run left a core idle through every update (docs/workers.md, openmp.py).
+    With env workers, or EnvPool stepping batches beside the trainer, the cores beside the
+    trainer's are theirs while they step: the rollout runs the policy on one thread, the update
+    (the envs idle) on ``--threads``. Two threads in the rollout took a worker's core (0.61x
+    serial's SPS); one thread for the whole run left a core idle through every update
+    (docs/workers.md, openmp.py).
     """
-    workers = cfg.env.backend == "multiprocess"
+    workers = cfg.env.steps_beside_trainer
     if workers and device.type == "cpu" and torch.get_num_threads() > 1:
         problem = openmp.long_spin_problem()
         if problem:  # the update's spare thread would spin into every rollout
