@@ -21,9 +21,11 @@ Implementations, each sample in a fresh process, interleaved ABBA (``rlperf.benc
   wrappers, ``envs/atari.py``); SPS = steps / the training loop's wall time, every iteration
   counted, as CleanRL counts its own; ``update`` is the update's share of that time;
 - ``rlperf-envpool``: the same with ``--vec-backend envpool`` (EnvPool's preprocessing in C++);
+- ``rlperf-envpool-async``: ``--vec-backend envpool --env-batch-size 4``: the policy acts on
+  one batch of 4 envs while EnvPool's thread steps the other 4 (``envs/envpool_backend.py``);
 - ``rlperf-workers``: the same with ``--vec-backend multiprocess`` (2 env worker processes);
-- ``rlperf-bf16``, ``rlperf-envpool-bf16``: ``--precision bf16`` (the update under bf16
-  autocast) on the gymnasium and EnvPool backends;
+- ``rlperf-bf16``, ``rlperf-envpool-bf16``, ``rlperf-envpool-async-bf16``: ``--precision
+  bf16`` (the update under bf16 autocast) on the gymnasium and EnvPool backends;
 - ``cleanrl``: CleanRL's ``ppo_atari.py`` as published, its own process on the CPU
   (``--no-cuda``), on ``BreakoutNoFrameskip-v4`` (the v5 id with the preset's ALE options steps
   the same frames: ``tests/envs/test_atari.py``), adapted to gymnasium 1.x only where it must be
@@ -58,6 +60,8 @@ ITERATION_STEPS = 8 * 128  # CleanRL's 8 envs x 128 steps
 CLEANRL_ENV = "BreakoutNoFrameskip-v4"
 CLEANRL_ENVPOOL_ENV = "Breakout-v5"  # EnvPool's id, ppo_atari_envpool.py's default
 RLPERF_ENV = "gym:ale_py:ALE/Breakout-v5"
+KNOWN = ("rlperf", "rlperf-envpool", "rlperf-envpool-async", "rlperf-workers", "rlperf-bf16",
+         "rlperf-envpool-bf16", "rlperf-envpool-async-bf16", "cleanrl", "cleanrl-envpool")  # fmt: skip
 # (original, replacement): the least that makes CleanRL's ppo_atari.py run on gymnasium 1.x.
 CLEANRL_EDITS = (
     # gymnasium 1.x registers ALE's ids when ale_py is imported (0.29 loaded them as a plugin).
@@ -133,13 +137,21 @@ def adapted_cleanrl_envpool(source: str) -> str:
 
 
 # -- workers (each runs in its own process) ------------------------------------------------
-def worker_rlperf(backend: str, total: int, threads: int, precision: str = "fp32") -> dict:
+def worker_rlperf(
+    backend: str, total: int, threads: int, precision: str = "fp32", env_batch_size: int = 0
+) -> dict:
+    from rlperf import openmp
+
+    # As the rlperf command would for this run, before torch loads (this is a fresh process).
+    flags = ["--vec-backend", backend, "--env-batch-size", str(env_batch_size)]
+    openmp.tune(["train", *flags])
     from rlperf.config import preset
     from rlperf.ppo.trainer import Trainer
     from rlperf.timing.sections import Profiler
 
     cfg = preset("atari")
     cfg.env.env, cfg.env.backend, cfg.ppo.precision = RLPERF_ENV, backend, precision
+    cfg.env.env_batch_size = env_batch_size
     cfg.run.total_steps, cfg.run.threads = total, threads
     cfg.run.progress, cfg.run.telemetry = False, False
     profiler = Profiler()
@@ -164,9 +176,7 @@ def worker_cleanrl(script: str, env_id: str, total: int, threads: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--impls", default="rlperf,cleanrl",
-                        help="comma-separated: rlperf, rlperf-envpool, rlperf-workers, "
-                             "rlperf-bf16, rlperf-envpool-bf16, cleanrl, "
-                             "cleanrl-envpool")  # fmt: skip
+                        help="comma-separated: " + ", ".join(KNOWN))  # fmt: skip
     parser.add_argument("--cleanrl-script", help="CleanRL's ppo_atari.py, as published")
     parser.add_argument("--cleanrl-envpool-script",
                         help="CleanRL's ppo_atari_envpool.py, as published")  # fmt: skip
@@ -177,11 +187,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads of both trainers")
     args = parser.parse_args()
-    known = ("rlperf", "rlperf-envpool", "rlperf-workers", "rlperf-bf16", "rlperf-envpool-bf16",
-             "cleanrl", "cleanrl-envpool")  # fmt: skip
     impls = [name.strip() for name in args.impls.split(",") if name.strip()]
-    if set(impls) - set(known) or not impls:
-        parser.error(f"--impls takes {', '.join(known)}, got {args.impls!r}")
+    if set(impls) - set(KNOWN) or not impls:
+        parser.error(f"--impls takes {', '.join(KNOWN)}, got {args.impls!r}")
     if args.iterations < 1 or args.rounds < 1 or args.threads < 1:
         parser.error("--iterations, --rounds and --threads must be >= 1")
     writing = [name for name, spec in CLEANRL_SCRIPTS.items() if getattr(args, spec[3])]
@@ -203,9 +211,15 @@ def main() -> None:
         return
     total = args.iterations * ITERATION_STEPS
     sized = {"total": total, "threads": args.threads}
+    batches = {"env_batch_size": 4}  # of CleanRL's 8 envs: two batches
     runs = {
         "rlperf": (worker_rlperf, {"backend": "serial", **sized}),
         "rlperf-envpool": (worker_rlperf, {"backend": "envpool", **sized}),
+        "rlperf-envpool-async": (worker_rlperf, {"backend": "envpool", **batches, **sized}),
+        "rlperf-envpool-async-bf16": (
+            worker_rlperf,
+            {"backend": "envpool", "precision": "bf16", **batches, **sized},
+        ),
         "rlperf-workers": (worker_rlperf, {"backend": "multiprocess", **sized}),
         "rlperf-bf16": (worker_rlperf, {"backend": "serial", "precision": "bf16", **sized}),
         "rlperf-envpool-bf16": (

@@ -20,6 +20,11 @@ from rlperf.openmp import SPIN_VAR, WORKERS_SPIN_COUNT, tune, uses_env_workers
         (["train", "--vec-backend", "multiprocess", "--num-workers", "2"], True),
         (["profile", "--vec-backend=multiprocess"], True),
         (["train", "--vec-backend", "serial"], False),
+        # EnvPool stepping batches beside the trainer: the same layout of cores as workers.
+        (["train", "--preset", "atari", "--vec-backend", "envpool", "--env-batch-size", "4"], True),
+        (["train", "--vec-backend", "envpool", "--num-envs", "4", "--env-batch-size", "4"], False),
+        (["train", "--preset", "atari", "--vec-backend", "envpool"], False),
+        (["train", "--vec-backend", "envpool", "--env-batch-size", "four"], False),
         (["train", "--env", "gym:CartPole-v1"], False),
         (["train", "--preset", "lstm"], False),
         (["train", "--preset", "no-such-preset"], False),  # the parser proper says why
@@ -37,6 +42,9 @@ def test_a_resumed_run_is_read_from_its_saved_config(tmp_path: Path) -> None:
     assert uses_env_workers(["train", "--resume", str(tmp_path)])
     (tmp_path / "config.json").write_text(json.dumps({"env": {"backend": "serial"}}))
     assert not uses_env_workers(["train", "--resume", str(tmp_path)])
+    batches = {"backend": "envpool", "num_envs": 8, "env_batch_size": 4}
+    (tmp_path / "config.json").write_text(json.dumps({"env": batches}))
+    assert uses_env_workers(["train", "--resume", str(tmp_path)])
     assert not uses_env_workers(["train", "--resume", str(tmp_path / "missing")])
 
 

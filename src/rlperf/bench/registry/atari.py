@@ -86,13 +86,18 @@ def _nature_cnn(batch: int) -> tuple[Any, Any, Any]:
 
 
 def _nature_cnn_act(num_envs: int, threads: int) -> Prepared:
-    """The rollout's forward: ``act`` on one step's frames of ``num_envs`` envs."""
+    """The rollout's forward: ``act`` on one step's frames of ``num_envs`` envs, inside the
+    policy's ``acting()`` stretch as the rollout runs it (entered once, left open)."""
+    import contextlib
+
     import torch
 
     policy, frames, _ = _nature_cnn(num_envs)
     gen = torch.Generator().manual_seed(SEED)
+    stretch = contextlib.ExitStack()  # collected, it would end the stretch: run() holds it
+    stretch.enter_context(policy.acting())
 
-    def run() -> Any:
+    def run(_stretch: contextlib.ExitStack = stretch) -> Any:  # holds the stretch open
         torch.set_num_threads(threads)
         with torch.inference_mode():
             return policy.act(frames, (), None, None, gen)
@@ -132,11 +137,13 @@ def _atari_update_epoch(num_envs: int, num_steps: int, threads: int) -> Prepared
 
 def _atari_e2e(
     backend: str, num_envs: int, num_steps: int, env_steps: int, threads: int,
-    num_minibatches: int = 4, update_epochs: int = 4,
+    num_minibatches: int = 4, update_epochs: int = 4, env_batch_size: int = 0,
 ) -> Prepared:  # fmt: skip
-    """Continued training of the preset, scaled to ``num_envs`` x ``num_steps``."""
+    """Continued training of the preset, scaled to ``num_envs`` x ``num_steps`` (EnvPool in
+    batches of ``env_batch_size`` envs where set)."""
     cfg = atari_config(backend, num_envs, threads, num_steps)
     cfg.ppo.num_minibatches, cfg.ppo.update_epochs = num_minibatches, update_epochs
+    cfg.env.env_batch_size = env_batch_size
     return continued_training(cfg, env_steps)
 
 
@@ -171,5 +178,8 @@ WORKLOAD = Workload(
             _atari_update_epoch,
         ),
         Case("atari_e2e", {"backend": "envpool", **_small}, _atari_e2e, _history),
+        Case(
+            "atari_e2e", {"backend": "envpool", "env_batch_size": 2, **_small}, _atari_e2e, _history
+        ),  # fmt: skip
     ),
 )
