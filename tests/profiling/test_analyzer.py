@@ -88,6 +88,14 @@ def test_advice_follows_the_dominant_phase_and_quotes_the_run(report_factory):
     assert "vectorised" in critical[1]["advice"]
 
 
+def test_synchronous_envpool_is_told_about_batches(report_factory):
+    report = report_factory([("rollout", 7.0, 10), ("rollout/env_step", 5.0, 320)])
+    report["run"]["config"]["env"].update({"num_envs": 8, "backend": "envpool"})
+    assert "--env-batch-size 4" in analyze(report)["largest_leaf"]["advice"]
+    report["run"]["config"]["env"]["env_batch_size"] = 4  # batches already: the general advice
+    assert "vectorised" in analyze(report)["largest_leaf"]["advice"]
+
+
 def test_device_to_host_advice_mentions_pinned_buffers(report_factory):
     report = report_factory([("rollout", 9.0, 10), ("rollout/device_to_host", 6.0, 320)])
     advice = analyze(report)["largest_leaf"]["advice"]
