@@ -158,6 +158,22 @@ def test_uint8_images_stay_uint8_in_the_buffer() -> None:
     assert int(buf.obs[T - 1, N - 1, 2, 7, 7]) == key(T - 1, N - 1)
 
 
+def test_rows_at_their_own_steps_are_writes_and_reads_of_those_slots() -> None:
+    """The async collector's row access (numpy on the CPU) against torch's own indexing: a
+    write lands where ``obs_slots[slots, rows]`` is, a read returns what it holds, a copy."""
+    spec = EnvSpec(N, (3, 8, 8), np.dtype(np.uint8), DISCRETE)
+    buf = make(spec)
+    steps, rows = np.array([T, 0, 3, 3]), np.array([1, 2, 0, 3])
+    frames = np.random.default_rng(0).integers(0, 256, (4, 3, 8, 8), dtype=np.uint8)
+    buf.write_rows(torch.from_numpy(steps), torch.from_numpy(rows), frames)
+    reference = buf.obs_slots[torch.from_numpy(steps), torch.from_numpy(rows)]
+    np.testing.assert_array_equal(reference.numpy(), frames)
+    got = buf.obs_rows(steps, rows)
+    assert torch.equal(got, reference)
+    got.zero_()
+    assert torch.equal(buf.obs_rows(steps, rows), reference)
+
+
 @pytest.mark.parametrize("horizon", [0, 1, 2, 3, 6])
 @pytest.mark.parametrize("num_minibatches", [1, 2, 4])
 def test_segments_are_whole_env_slices_with_their_recorded_start_state(

@@ -96,7 +96,7 @@ class AsyncCollector:
         buf, sec, policy = self.buf, self.prof.section, self.policy
         steps = self.position[rows]
         index = (torch.from_numpy(steps).to(self.device), torch.from_numpy(rows).to(self.device))
-        obs = buf.obs_slots[index]
+        obs = buf.obs_rows(steps, rows)
         # A recurrent policy's buffer has done slots.
         done = cast(torch.Tensor, buf.done_slots)[index] if policy.recurrent else None
         mask = buf.mask_slots[index] if buf.mask_slots is not None else None

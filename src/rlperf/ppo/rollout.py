@@ -210,6 +210,14 @@ class RolloutBuffer:
         if self.mask_slots is not None and mask is not None:
             self.mask_slots[slots, rows] = torch.from_numpy(np.asarray(mask, bool)).to(self.device)
 
+    def obs_rows(self, steps: np.ndarray, rows: np.ndarray) -> torch.Tensor:
+        """Observations (R, *obs_shape) of ``rows`` (R,) at their own ``steps`` (R,) in
+        ``0..num_steps``: a copy."""
+        if self._on_cpu:  # numpy's gather: ~13 us for 4 Atari frames where torch's took ~137
+            return torch.from_numpy(self._obs_np[steps, rows])
+        index = (torch.from_numpy(steps).to(self.device), torch.from_numpy(rows).to(self.device))
+        return self.obs_slots[index]
+
     def store_rows(
         self,
         steps: np.ndarray,
