@@ -96,6 +96,17 @@ def test_synchronous_envpool_is_told_about_batches(report_factory):
     assert "vectorised" in analyze(report)["largest_leaf"]["advice"]
 
 
+def test_a_float32_cnn_update_is_told_about_bf16(report_factory):
+    report = report_factory([("update", 7.0, 10), ("update/backward", 5.0, 160)])
+    report["run"]["config"]["policy"]["kind"] = "cnn"
+    assert "--precision bf16" in analyze(report)["largest_leaf"]["advice"]
+    report["run"]["config"]["ppo"]["precision"] = "bf16"  # taken already: the general advice
+    assert "larger minibatches" in analyze(report)["largest_leaf"]["advice"]
+    report["run"]["config"]["policy"]["kind"] = "mlp"
+    report["run"]["config"]["ppo"]["precision"] = "fp32"
+    assert "larger minibatches" in analyze(report)["largest_leaf"]["advice"]
+
+
 def test_device_to_host_advice_mentions_pinned_buffers(report_factory):
     report = report_factory([("rollout", 9.0, 10), ("rollout/device_to_host", 6.0, 320)])
     advice = analyze(report)["largest_leaf"]["advice"]

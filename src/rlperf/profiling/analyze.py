@@ -192,6 +192,15 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
             "more worker processes."
         )
     if phase == "update":
+        kind = _setting(report, "policy", "kind")
+        if kind == "cnn" and _setting(report, "ppo", "precision") in (None, "fp32"):
+            return (
+                f"{head}: the CNN's convolutions are the update's arithmetic; --precision bf16 "
+                "runs them under bf16 autocast (1.56x on the Atari update on a CPU with "
+                "AVX512-BF16, docs/atari.md; on yours: rlperf compare --b 'precision=bf16' with "
+                "this run's flags). It changes the arithmetic: benchmarks/atari_precision.py "
+                "measures how far."
+            )
         return (
             f"{head}: fewer, larger minibatches (num_minibatches={mbs}: try "
             f"{max(1, (mbs or 2) // 2)}) cut per-minibatch overhead; fewer update epochs "
