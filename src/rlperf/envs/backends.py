@@ -59,12 +59,8 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
-    if cfg.backend == "envpool" and cfg.env_batch_size:
-        from rlperf.envs.envpool_backend import make_envpool_vec
-
-        return make_envpool_vec(cfg.env, cfg.num_envs, seed, cfg.env_batch_size, **cfg.options)
     if cfg.backend != "multiprocess":
-        return make_one(cfg, cfg.num_envs, seed)
+        return make_one(cfg, cfg.num_envs, seed, cfg.env_batch_size)
     from rlperf.envs.workers import MultiprocessVecEnv
 
     return MultiprocessVecEnv(
@@ -83,10 +79,13 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
     )
 
 
-def make_one(cfg: EnvConfig, num_envs: int = 1, seed: int | None = None) -> VectorEnv:
+def make_one(
+    cfg: EnvConfig, num_envs: int = 1, seed: int | None = None, batch_size: int = 0
+) -> VectorEnv:
     """``num_envs`` envs as ``cfg`` describes them, in this process: EnvPool's with
-    ``--vec-backend envpool`` (its ids, options and preprocessing), else the serial env that
-    every worker builds its share as. For reading the env's spaces without starting workers.
+    ``--vec-backend envpool`` (its ids, options and preprocessing; in batches of
+    ``batch_size`` envs where set), else the serial env that every worker builds its share as.
+    For reading the env's spaces without starting workers.
 
     Raises:
         ConfigError, UnknownEnvError, EnvOptionError: as :func:`make_env` (one line).
@@ -95,7 +94,7 @@ def make_one(cfg: EnvConfig, num_envs: int = 1, seed: int | None = None) -> Vect
     if backend == "envpool":
         from rlperf.envs.envpool_backend import make_envpool_vec
 
-        return make_envpool_vec(cfg.env, num_envs, seed=seed, **cfg.options)
+        return make_envpool_vec(cfg.env, num_envs, seed, batch_size, **cfg.options)
     if backend == "mujoco":
         from rlperf.envs.mujoco_batch import make_mujoco_vec
 
