@@ -48,7 +48,8 @@ def test_acting_with_kept_channels_last_filters_gives_the_autograd_forward() -> 
         reference = enc(frames).detach()
         with torch.inference_mode(), enc.acting():
             first, again = enc(frames), enc(frames)
-            assert enc._acting and enc._acting[0].is_contiguous(memory_format=torch.channels_last)
+            kept = enc._acting
+            assert kept and kept[0][1].is_contiguous(memory_format=torch.channels_last)
         assert torch.equal(first, reference) and torch.equal(again, reference)
         assert enc._acting is None
         with torch.no_grad():  # the optimizer's step, between two rollouts

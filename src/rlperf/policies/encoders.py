@@ -91,7 +91,8 @@ class CNNEncoder(nn.Module):
         # robots', 1.01x on catch's. The parameters keep their layout; Flatten copies the last
         # maps back to (C, H, W) order.
         self.channels_last = min(h, w) >= NATURE_MIN_SIZE
-        self._acting: list[torch.Tensor] | None = None  # channels-last filters, in acting()
+        # In acting(): each convolution with its channels-last filters.
+        self._acting: list[tuple[nn.Conv2d, torch.Tensor]] | None = None
 
     def scale(self, obs: torch.Tensor) -> torch.Tensor:
         """The observation as the first convolution takes it: in the parameters' dtype, uint8
@@ -131,12 +132,11 @@ class CNNEncoder(nn.Module):
             self._acting = None
 
     def _forward_acting(self, x: torch.Tensor) -> torch.Tensor:
-        convs = [m for m in self.convs if isinstance(m, nn.Conv2d)]
-        filters = cast(list[torch.Tensor], self._acting)
-        if not filters:
-            filters += [c.weight.detach().contiguous(memory_format=torch.channels_last)
-                        for c in convs]  # fmt: skip
-        for conv, w in zip(convs, filters, strict=True):
+        layers = cast(list[tuple[nn.Conv2d, torch.Tensor]], self._acting)
+        if not layers:  # the stretch's first forward
+            layers += [(m, m.weight.detach().contiguous(memory_format=torch.channels_last))
+                       for m in self.convs if isinstance(m, nn.Conv2d)]  # fmt: skip
+        for conv, w in layers:
             x = F.conv2d(x, w, conv.bias, conv.stride, conv.padding).relu_()
         return self.fc(x.flatten(1))
 
