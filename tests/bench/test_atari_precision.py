@@ -5,24 +5,15 @@ near but not equal to it. A run directory without a checkpoint is one line and e
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 from rlperf.cli import main as rlperf_main
 
 pytest.importorskip("envpool", reason="the envpool extra is not installed")
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def load_script():  # type: ignore[no-untyped-def]
-    path = BENCHMARKS / "atari_precision.py"
-    spec = importlib.util.spec_from_file_location("atari_precision", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def test_three_updates_from_one_state(tmp_path: Path) -> None:
@@ -31,7 +22,9 @@ def test_three_updates_from_one_state(tmp_path: Path) -> None:
                         "--num-steps", "8", "--num-minibatches", "2", "--total-steps", "16",
                         "--threads", "1", "--no-progress", "--run-dir", str(run)])  # fmt: skip
     assert code in (0, None)
-    rounds = load_script().run(run, rollouts=2, total_steps=10_000_000, threads=1)
+    rounds = load_script("atari_precision.py").run(
+        run, rollouts=2, total_steps=10_000_000, threads=1
+    )
     assert len(rounds) == 2
     for res in rounds:
         assert set(res["against_fp32"]) == {"fp32, other shuffle", "bf16"}
@@ -46,6 +39,6 @@ def test_three_updates_from_one_state(tmp_path: Path) -> None:
 def test_a_directory_without_a_checkpoint_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert load_script().main(["--run-dir", str(tmp_path)]) == 2
+    assert load_script("atari_precision.py").main(["--run-dir", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "cannot compare precisions: no checkpoint.pt" in lines[0]

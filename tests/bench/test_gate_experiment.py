@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gate_experiment.py"
-
-
-def load_script():  # noqa: ANN201 - a script, not a package
-    spec = importlib.util.spec_from_file_location("gate_experiment_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import load_script
 
 
 def row(kind: str, index: int, code: int, wall_s: float, ratio: float) -> dict:
@@ -35,7 +26,7 @@ def row(kind: str, index: int, code: int, wall_s: float, ratio: float) -> dict:
 
 
 def test_summary_has_rates_durations_noise_and_phase() -> None:
-    script = load_script()
+    script = load_script("gate_experiment.py")
     rows = [
         row("A/A", 0, 0, 61.0, 1.00),
         row("planted", 0, 1, 75.0, 1.05),
@@ -57,7 +48,7 @@ def test_summary_has_rates_durations_noise_and_phase() -> None:
 def test_rates_are_family_wise_over_the_cases() -> None:
     """An A/A run in which only the second case was flagged is a false alarm of the run (exit 1);
     a planted run that flagged one case of two is a catch, but not one that flagged every case."""
-    script = load_script()
+    script = load_script("gate_experiment.py")
     false_alarm = row("A/A", 0, 0, 61.0, 1.00)
     false_alarm["exit"] = false_alarm["exit_wall"] = 1
     false_alarm["cases"]["e2e_b"]["verdicts"]["cpu"] = {"decision": "regression", "ratio": 1.03}

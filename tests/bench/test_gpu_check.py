@@ -3,28 +3,18 @@ machine without CUDA, and the pieces it reads and writes, on made-up input."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from benchmark_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_check(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -50,7 +40,7 @@ def outcomes(report: dict) -> dict[str, dict]:
 
 
 def test_cpu_mode_runs_every_step_or_says_why(tmp_path: Path) -> None:
-    gpu_check = load()
+    gpu_check = load_script("gpu_check.py")
     done, report = run_check(tmp_path, "--cpu")
     assert done.returncode == 0, done.stdout[-4000:]
     assert report["schema"] == gpu_check.SCHEMA and report["mode"] == "cpu"
@@ -103,7 +93,7 @@ def test_the_gpu_run_without_cuda_skips_its_cuda_steps(tmp_path: Path) -> None:
 
 # -- the pieces, on made-up input --------------------------------------------------------------
 def test_cuda_tests_are_found_and_those_that_skip_on_cuda_left_out(tmp_path: Path) -> None:
-    gpu_check = load()
+    gpu_check = load_script("gpu_check.py")
     tests = tmp_path / "tests"
     (tests / "sub").mkdir(parents=True)
     (tests / "sub" / "test_a.py").write_text(
@@ -148,14 +138,14 @@ def test_junit_counts_and_reasons(tmp_path: Path) -> None:
         '<testcase classname="t.b" name="s2"><skipped message="CUDA not available"/></testcase>'
         "</testsuite></testsuites>"
     )
-    got = load().junit(xml)
+    got = load_script("gpu_check.py").junit(xml)
     assert (got["passed"], got["failed"], got["errors"], got["skipped"]) == (1, 1, 1, 2)
     assert got["failures"] == ["t.a::bad", "t.b::broken"]
     assert got["skip_reasons"] == {"CUDA not available": 2}
 
 
 def test_cleanrl_edits_apply_once_each_or_say_which_is_missing() -> None:
-    gpu_check = load()
+    gpu_check = load_script("gpu_check.py")
     original = "".join(f"{old}\n# between\n" for _, old, _ in gpu_check.CLEANRL_EDITS)
     adapted = gpu_check.adapt_cleanrl(original)
     for _, old, new in gpu_check.CLEANRL_EDITS:
@@ -165,7 +155,7 @@ def test_cleanrl_edits_apply_once_each_or_say_which_is_missing() -> None:
 
 
 def test_the_episode_lines_of_cleanrl_are_read() -> None:
-    gpu_check = load()
+    gpu_check = load_script("gpu_check.py")
     text = ("global_step=1024, episodic_return=-21.0\nSPS: 300\n"
             "global_step=2048, episodic_return=[-20.]\nSPS: 310\n")  # fmt: skip
     assert gpu_check.EPISODE.findall(text) == [("1024", "-21.0"), ("2048", "-20.")]
@@ -179,12 +169,12 @@ def test_trace_activity_counts_kernels(tmp_path: Path) -> None:
               {"cat": "kernel", "name": "gemm", "dur": 3},
               {"cat": "gpu_memcpy", "name": "Memcpy DtoH", "dur": 2}]  # fmt: skip
     trace.write_text(json.dumps({"traceEvents": events}))
-    got = load().trace_activity(trace)
+    got = load_script("gpu_check.py").trace_activity(trace)
     assert (got["kernels"], got["memcpy"], got["top_kernels_us"]) == (2, 1, {"gemm": 10})
 
 
 def test_rows_are_read_on_complete_lines_only(tmp_path: Path) -> None:
-    gpu_check = load()
+    gpu_check = load_script("gpu_check.py")
     path = tmp_path / "metrics.jsonl"
     rows = gpu_check.Rows(path)
     assert rows.read() == []
@@ -197,7 +187,7 @@ def test_rows_are_read_on_complete_lines_only(tmp_path: Path) -> None:
 
 
 def test_a_step_of_items_fails_on_any_and_skips_when_none_ran() -> None:
-    gpu_check = load()
+    gpu_check = load_script("gpu_check.py")
     ok, skipped = gpu_check.done("ok", None), gpu_check.done("skipped", "no GPU")
     assert gpu_check.items({"a": ok, "b": skipped})["items"]["a"] is ok
     with pytest.raises(gpu_check.Skip, match="b: no GPU"):

@@ -3,29 +3,21 @@ summary of made-up gate runs (nothing is trained)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from benchmark_scripts import load_script
+
 import rlperf
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_gate_experiment.py"
-
-
-def load_script():  # noqa: ANN201 - a script, not a package
-    spec = importlib.util.spec_from_file_location("learning_gate_experiment_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_planted_bug_applies_and_wraps_what_it_names(tmp_path: Path) -> None:
     """Each bug's lines appended to a copy of rlperf: the modules import, and each wrapper
     replaced what it names (a rename in the tree would leave a bug planting nothing)."""
-    script = load_script()
+    script = load_script("learning_gate_experiment.py")
     package = Path(rlperf.__file__).parent
     shutil.copytree(package, tmp_path / "src" / "rlperf",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
@@ -55,7 +47,7 @@ def row(kind: str, index: int, code: int, wall_s: float, ratio: float) -> dict:
 
 
 def test_summary_has_rates_durations_and_ratios() -> None:
-    script = load_script()
+    script = load_script("learning_gate_experiment.py")
     rows = [row("A/A", 0, 0, 100.0, 1.0), row("lr_x0.4", 0, 1, 80.0, 1.9),
             row("A/A", 1, 2, 400.0, 1.0), row("lr_x0.4", 1, 1, 90.0, 2.1)]  # fmt: skip
     text = script.summarise(rows)
@@ -74,7 +66,7 @@ def test_seed_table_trains_the_clean_code_and_each_bug_in_its_own_process() -> N
     """``--seeds``: the clean code in this process, the bug in a child (its patch stays there);
     0.4x the learning rate needs more steps on the same seed, and this process's
     modules are left unpatched."""
-    script = load_script()
+    script = load_script("learning_gate_experiment.py")
     rows, table = script.seed_table("catch_cnn", [1], ["lr_x0.4"])
     clean, slow = rows
     assert (clean["code"], slow["code"]) == ("clean", "lr_x0.4")

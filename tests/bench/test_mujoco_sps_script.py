@@ -4,12 +4,11 @@ written for; where the CleanRL mirror is here, the edits apply to the published 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 # (benchmark, its edits, the function applying them)
 ADAPTATIONS = [
     ("mujoco_sps.py", "CLEANRL_EDITS", "adapted_cleanrl"),
@@ -18,16 +17,9 @@ ADAPTATIONS = [
 ]
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCHMARKS / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(("name", "edits", "adapt"), ADAPTATIONS)
 def test_every_edit_is_applied_and_nothing_else_changes(name: str, edits: str, adapt: str) -> None:
-    bench = load(name)
+    bench = load_script(name)
     original = "\n".join(f"line {i}\n{old}" for i, (old, _) in enumerate(getattr(bench, edits)))
     adapted = getattr(bench, adapt)(original)
     for i, (old, new) in enumerate(getattr(bench, edits)):
@@ -39,7 +31,7 @@ def test_every_edit_is_applied_and_nothing_else_changes(name: str, edits: str, a
 def test_another_version_of_the_script_is_refused_in_one_line(
     name: str, edits: str, adapt: str
 ) -> None:
-    bench = load(name)
+    bench = load_script(name)
     with pytest.raises(bench.ScriptError, match="the CleanRL script lacks") as e:
         getattr(bench, adapt)("import numpy as np\n")
     assert "\n" not in str(e.value)
@@ -68,7 +60,7 @@ def published(path: str) -> str:
      ("cleanrl/ppo_atari_envpool.py", "adapted_cleanrl_envpool")],
 )  # fmt: skip
 def test_atari_edits_apply_to_the_published_scripts(path: str, adapt: str) -> None:
-    bench = load("atari_sps.py")
+    bench = load_script("atari_sps.py")
     adapted = getattr(bench, adapt)(published(path))
     compile(adapted, path, "exec")
     if adapt == "adapted_cleanrl_envpool":

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sps.py"
-
-
-def load_sps():  # noqa: ANN201 - a script, not a package
-    spec = importlib.util.spec_from_file_location("sps_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import load_script
 
 
 def test_paired_summary_pairs_rounds_not_medians(capsys: pytest.CaptureFixture) -> None:
-    sps = load_sps()
+    sps = load_script("sps.py")
     # The machine drifts 2x between rounds; the new code is 10% faster in every round.
     base = [{"sps": v, "sections": {"update": 100.0 / v, "rollout": 1.0}} for v in (100, 200, 50)]
     new = [{"sps": 1.1 * b["sps"], "sections": {"update": b["sections"]["update"] / 1.1,
@@ -31,7 +20,7 @@ def test_paired_summary_pairs_rounds_not_medians(capsys: pytest.CaptureFixture) 
 
 
 def test_paired_summary_skips_sections_a_sample_lacks(capsys: pytest.CaptureFixture) -> None:
-    sps = load_sps()
+    sps = load_script("sps.py")
     sample = {"sps": 10.0, "sections": {}}
     sps.print_paired([sample], [sample])
     out = capsys.readouterr().out
