@@ -46,6 +46,7 @@ from torch import nn
 from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies import distributions
 from rlperf.policies.base import FeedForwardActorCritic, State, clip_grad_norm
+from rlperf.policies.split_linear import batched_linear, split_block_rows, weight_grad
 
 
 @dataclass
@@ -62,6 +63,9 @@ class Workspace:
     out_t: torch.Tensor  # (2, action_dim, B): actor outputs, critic value in row 0
     grad_out_t: torch.Tensor  # (2, action_dim, B): zero except what the loss writes
     grad_h: list[torch.Tensor]  # (2, B, width) per hidden layer: d loss / d h, then d / d z
+    # Rows per block of the weight gradients' reduction (policies/split_linear.py): 0, one
+    # GEMM, except for long minibatches on CUDA.
+    split_rows: int = 0
 
 
 @dataclass
@@ -218,6 +222,7 @@ class MLPActorCritic(FeedForwardActorCritic):
                 out_t=new(2, self.action_dim, n),
                 grad_out_t=new(2, self.action_dim, n),
                 grad_h=[new(2, n, w) for w in widths],
+                split_rows=split_block_rows(n, flat.device),
             )
         return ws
 
@@ -302,10 +307,12 @@ class MLPActorCritic(FeedForwardActorCritic):
         p = self.views(self.flat)
         obs = self._as_float(obs)
         x = obs.unsqueeze(0).expand(2, *obs.shape)
+        split = split_block_rows(obs.shape[0], obs.device)  # 0 (plain baddbmm) on the CPU
         for i in range(self.num_layers - 1):
-            x = torch.baddbmm(p[f"b{i}"], x, p[f"w{i}"]).tanh()
+            x = batched_linear(x, p[f"w{i}"], p[f"b{i}"], split).tanh()
         last = self.num_layers - 1
-        out = torch.baddbmm(p[f"b{last}"].transpose(1, 2), x, p[f"w{last}"].transpose(1, 2))
+        w_t, b_t = p[f"w{last}"].transpose(1, 2), p[f"b{last}"].transpose(1, 2)
+        out = batched_linear(x, w_t, b_t, split)
         return out[0], out[1, :, 0]
 
     def evaluate(
@@ -366,8 +373,9 @@ class MLPActorCritic(FeedForwardActorCritic):
         last = self.num_layers - 1
         hidden = ws.hidden
         h_last = hidden[-1] if last > 0 else cache.obs.unsqueeze(0).expand(2, n, -1)
+        split = ws.split_rows  # 0: each weight gradient one bmm, as on the CPU
         # Output layer, transposed as in _forward: dW^T = dOut^T @ h, db = sum over the batch.
-        torch.bmm(grad_out_t, h_last, out=g[f"w{last}"])
+        weight_grad(grad_out_t.transpose(1, 2), h_last, split, out=g[f"w{last}"])
         torch.sum(grad_out_t, 2, keepdim=True, out=g[f"b{last}"])
         if last > 0:
             grad_h = torch.bmm(grad_out_t.transpose(1, 2), p[f"w{last}"], out=ws.grad_h[last - 1])
@@ -376,7 +384,7 @@ class MLPActorCritic(FeedForwardActorCritic):
             # (and the memory traffic) small.
             dz = torch.ops.aten.tanh_backward.grad_input(grad_h, hidden[i], grad_input=grad_h)
             below = hidden[i - 1] if i > 0 else cache.obs.unsqueeze(0).expand(2, n, -1)
-            torch.bmm(below.transpose(1, 2), dz, out=g[f"w{i}"])
+            weight_grad(below, dz, split, out=g[f"w{i}"])
             torch.sum(dz, 1, keepdim=True, out=g[f"b{i}"])
             if i > 0:
                 grad_h = torch.bmm(dz, p[f"w{i}"].transpose(1, 2), out=ws.grad_h[i - 1])
