@@ -80,7 +80,8 @@ def isolated_env_registry() -> Iterator[None]:
 def usage_error(capsys: pytest.CaptureFixture) -> Callable[[list[str]], str]:
     """``usage_error(argv)``: run the CLI, expect exit 2 with one ``rlperf: error:`` line on
     stderr, and return that line."""
-    from rlperf.cli import EXIT_USAGE, main
+    from rlperf.cli import main
+    from rlperf.commandline import EXIT_USAGE
 
     def check(argv: list[str]) -> str:
         with pytest.raises(SystemExit) as exit_info:

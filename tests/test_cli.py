@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlperf.cli import EXIT_FAILED, EXIT_USAGE, main
+from rlperf.cli import main
+from rlperf.commandline import EXIT_FAILED, EXIT_USAGE
 from rlperf.cores import usable_cores
 from rlperf.envs import CartPoleVec
 

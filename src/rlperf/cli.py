@@ -18,24 +18,34 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
+from rlperf.commandline import (
+    EXIT_FAILED,
+    EXIT_OK,
+    USAGE_ERRORS,
+    Failed,
+    OneLineParser,
+    UsageError,
+    check_seed,
+    checking_only,
+    fail,
+)
 from rlperf.config import (
     PRECISIONS,
     PRESETS,
     Config,
     ConfigError,
+    configure,
     field_index,
     flag_name,
     parse_env_options,
     preset,
     set_field,
 )
-from rlperf.distributed.group import RANK_SEED_STRIDE, SINGLE, Ranks
+from rlperf.distributed.group import SINGLE, Ranks
 from rlperf.distributed.launch import add_launch_flags
-from rlperf.envs.registry import EnvOptionError, UnknownEnvError
 from rlperf.run.checkpoint import CheckpointError
 from rlperf.run.run_dir import (
     TENSORBOARD_DIR,
@@ -46,21 +56,13 @@ from rlperf.run.run_dir import (
 )
 from rlperf.run.tensorboard import INSTALL_HINT, tensorboard_missing
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-# numpy's legacy seeding (np.random.seed, the envs' generators) takes 0 .. 2**32 - 1.
-SEED_LIMIT = 2**32
-# True while check_command runs a command's checks: fail() raises without printing.
-_CHECKING = ContextVar("rlperf_checking", default=False)
-# Bad input a user can fix: one line, status 2.
-USAGE_ERRORS = (ConfigError, UnknownEnvError, EnvOptionError, CheckpointError)
-
 # --policy's default as fit_policy_to_env chooses it: the preset's "mlp" is where it starts.
 POLICY_DEFAULT = (
     "the env's: mlp for flat observations, cnn for images; a --preset's own where it fits"
 )
 
 # Modules that add subcommands; each has ``register(subparsers)``.
-COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands", "rlperf.run.evaluate")
+COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands", "rlperf.run.commands")
 
 # Settings that may change when resuming; any other explicit flag must match the checkpoint.
 RESUMABLE_OVERRIDES = {
@@ -70,49 +72,18 @@ RESUMABLE_OVERRIDES = {
 }  # fmt: skip
 
 
-class UsageError(Exception):
-    """Bad command-line input; printed as one line, exit status 2."""
-
-
-class Failed(SystemExit):
-    """:func:`fail`'s exit, carrying the line it printed (``message``) for
-    :func:`check_command`."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(code)
-        self.message = message
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line instead of usage text + error, and takes
-    no abbreviation of a flag: ``--num-env 32`` would otherwise set ``--num-envs`` silently
-    (and a later flag could make the same abbreviation mean another one)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)  # subcommands' parsers too (parser_class)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        # fail() already says "rlperf: error:"; a subcommand's parser adds its own name.
-        command = self.prog.removeprefix("rlperf").strip()
-        raise UsageError(f"{command}: {message}" if command else message)
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print one line ``rlperf: error: message`` and exit with ``code``."""
-    # Every rank of a launched run finds the same bad input: rank 0 says it. check_command
-    # raises the line instead of printing it.
-    if os.environ.get("RANK", "0") == "0" and not _CHECKING.get():
-        print(f"rlperf: error: {message}", file=sys.stderr)
-    raise Failed(message, code)
-
-
 # -- config flags ------------------------------------------------------------------------
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """Add one flag per config field, plus --preset and --resume."""
     group = parser.add_argument_group("training configuration (defaults: the preset)")
     group.add_argument(
         "--preset", default="default", choices=sorted(PRESETS), help="named configuration"
+    )
+    group.add_argument(
+        "--preset-file",
+        metavar="FILE",
+        help="a preset written as a JSON file (as rlperf tune writes one): the preset it "
+        "names, then its settings by section; flags given here override it",
     )
     group.add_argument("--resume", metavar="DIR", help="continue the run saved in DIR")
     for name, (_, f) in field_index().items():
@@ -262,8 +233,8 @@ def explicit_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     """The preset with explicit flags applied, validated (ConfigError on bad values)."""
-    cfg = preset(args.preset)
     given = explicit_overrides(args)
+    cfg = configure(args.preset, given.get("env"), getattr(args, "preset_file", None))
     for name, value in given.items():
         if name == "options":
             # A preset's env options stay unless a flag names the same key (`--preset robots
@@ -282,20 +253,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
             "steps every env in the trainer's process)"
         )
     return cfg
-
-
-def check_seed(seed: int, world_size: int = 1) -> None:
-    """ConfigError unless ``seed``, and every rank's seed derived from it
-    (:meth:`~rlperf.distributed.group.Ranks.seed`), is one numpy takes."""
-    top = SEED_LIMIT - 1 - RANK_SEED_STRIDE * (world_size - 1)
-    if not 0 <= seed <= top:
-        ranks = (
-            f" on {world_size} ranks (rank r seeds with seed + {RANK_SEED_STRIDE} * r, "
-            f"at most {SEED_LIMIT - 1})"
-            if world_size > 1
-            else ""
-        )
-        raise ConfigError(f"seed must be between 0 and {top}{ranks}, got {seed}")
 
 
 def fit_policy_to_env(cfg: Config) -> None:
@@ -602,18 +559,18 @@ def check_command(argv: list[str]) -> None:
         UsageError: the first problem; its message is the line the CLI prints after
             ``rlperf: error:``.
     """
-    token = _CHECKING.set(True)
     parser = build_parser()
     # A flag spelled in full: argparse takes a prefix (`--num-env`) for the flag it abbreviates,
     # so a doc naming a renamed flag's old prefix would pass unnoticed.
     for each in (parser, *subcommand_parsers(parser).values()):
         each.allow_abbrev = False
     try:
-        args = parser.parse_args(argv)
-        args.argv = list(argv)
-        check = getattr(args, "check", None)
-        if check is not None:
-            check(args)
+        with checking_only():
+            args = parser.parse_args(argv)
+            args.argv = list(argv)
+            check = getattr(args, "check", None)
+            if check is not None:
+                check(args)
     except USAGE_ERRORS as e:
         raise UsageError(str(e)) from None
     except Failed as e:
@@ -621,8 +578,6 @@ def check_command(argv: list[str]) -> None:
     except SystemExit as e:
         if e.code not in (0, None):  # --help exits 0: the command is accepted
             raise
-    finally:
-        _CHECKING.reset(token)
 
 
 def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from rlperf import native
-from rlperf.cli import EXIT_INTERRUPTED, main
+from rlperf.cli import main
+from rlperf.commandline import EXIT_INTERRUPTED
 from rlperf.envs import register, unregister
 from rlperf.envs.cartpole import CartPoleVec
 from rlperf.profiling.report import load_report

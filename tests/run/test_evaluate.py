@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlperf.cli import EXIT_INTERRUPTED, EXIT_OK, UsageError, check_command, main
+from rlperf.cli import check_command, main
+from rlperf.commandline import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from rlperf.envs.normalize import RunningStats
 from rlperf.envs.spec import EnvSpec
 from rlperf.run import evaluate
@@ -233,7 +234,7 @@ def test_prints_a_line_per_episode_and_the_summary(cartpole: Path, tmp_path: Pat
     lines = capsys.readouterr().out.strip().splitlines()
     expected = evaluate_run(cartpole, episodes=2, deterministic=True, seed=7)
     assert lines[0].startswith(f"{cartpole}: gym:CartPole-v1, policy mlp, global step 4,096")
-    assert lines[1].split() == ["episode", "return", "length"]
+    assert lines[1].split() == ["episode", "return", "length", "(agent", "steps)"]
     for i, line in enumerate(lines[2:4]):
         assert line.split() == [str(i + 1), f"{expected.returns[i]:.2f}", str(expected.lengths[i])]
     assert re.fullmatch(r"return \d+\.\d \+- \d+\.\d over 2 episodes \(deterministic\)", lines[4])
@@ -242,6 +243,28 @@ def test_prints_a_line_per_episode_and_the_summary(cartpole: Path, tmp_path: Pat
     printed = json.loads(capsys.readouterr().out)  # the JSON alone
     assert printed["returns"] == expected.returns and printed["episodes"] == 2
     assert printed["mean_return"] == pytest.approx(np.mean(expected.returns))
+
+
+def test_each_episode_is_reported_as_it_ends(cartpole: Path):
+    seen: list[tuple[list[float], list[int]]] = []
+
+    def progress(result: evaluate.EvalResult) -> None:
+        seen.append((list(result.returns), list(result.lengths)))
+
+    result = evaluate_run(cartpole, episodes=3, deterministic=True, seed=7, progress=progress)
+    assert seen[0] == ([], [])  # before the first episode: the header's moment
+    assert seen[1:] == [(result.returns[:k], result.lengths[:k]) for k in (1, 2, 3)]
+
+
+def test_atari_lengths_and_an_envpool_run_are_named():
+    from rlperf.config import preset
+
+    cfg = preset("atari")
+    cfg.env.backend = "envpool"
+    unit, notes = evaluate.describe_episodes(cfg)
+    assert unit == "emulator frames"
+    assert "4 per agent step" in notes[0] and "EnvPool" in notes[1]
+    assert evaluate.describe_episodes(preset("default")) == ("agent steps", [])
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlperf.cli import EXIT_INTERRUPTED, main
+from rlperf.cli import main
+from rlperf.commandline import EXIT_INTERRUPTED
 from rlperf.envs import CartPoleVec
 
 TINY = ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs",

@@ -47,9 +47,8 @@ from rlperf.bench.worktree import (
     repo_root,
     resolve_commit,
 )
-from rlperf.run.run_dir import cannot_write
-
-EXIT_INTERRUPTED = 130  # as rlperf train
+from rlperf.commandline import EXIT_INTERRUPTED, UsageError
+from rlperf.run.run_dir import out_file_problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -361,9 +360,7 @@ def check_bisect(args: argparse.Namespace) -> None:
 
 @contextmanager
 def usage_errors() -> Iterator[None]:
-    """This package's errors of bad input as the CLI's :class:`~rlperf.cli.UsageError`."""
-    from rlperf.cli import UsageError
-
+    """This package's errors of bad input as :class:`~rlperf.commandline.UsageError`."""
     try:
         yield
     except (GateError, UnknownCaseError, UnknownWorkloadError) as e:
@@ -415,17 +412,6 @@ def learning_gate_run(args: argparse.Namespace) -> tuple[int, str, dict[str, Any
     entries = [r.to_dict() for r in results]
     payload = {"kind": "learning", "sides": sides, "settings": vars(settings), "workloads": entries}
     return code, text, payload
-
-
-def out_file_problem(flag: str, path: Path | None) -> str | None:
-    """Why the file ``flag`` names could not be written, or None; checked before any work,
-    so a long run does not end in a traceback at its last step."""
-    if path is None:
-        return None
-    if not path.parent.is_dir():
-        return f"{flag}: directory {path.parent} does not exist"
-    problem = cannot_write(path, folder=False)
-    return f"{flag} {path}: {problem}" if problem else None
 
 
 def case_names(text: str | None) -> list[str]:

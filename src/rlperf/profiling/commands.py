@@ -16,17 +16,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlperf.cli import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    UsageError,
     add_config_flags,
-    add_launch_flags,
     add_output_flags,
     config_from_args,
     explicit_overrides,
-    fail,
 )
+from rlperf.commandline import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, fail
+from rlperf.distributed.launch import add_launch_flags
 
 
 # -- analyze ---------------------------------------------------------------------------------

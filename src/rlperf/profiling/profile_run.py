@@ -26,15 +26,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlperf.cli import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    USAGE_ERRORS,
     attach_tensorboard,
     build_trainer,
     check_output_flags,
     check_training,
-    fail,
     join_ranks,
     launch_ranks,
     print_summary,
@@ -42,6 +37,7 @@ from rlperf.cli import (
     run_views,
     target_run_dir,
 )
+from rlperf.commandline import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, USAGE_ERRORS, fail
 from rlperf.distributed.group import Ranks
 from rlperf.profiling import rank_spread
 from rlperf.profiling.cprofile import CProfileCapture

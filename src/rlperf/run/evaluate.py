@@ -41,14 +41,12 @@ any episode is played.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
-import json
 import os
-import sys
+import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +56,14 @@ from gymnasium.error import DependencyNotInstalled
 from gymnasium.vector import VectorEnv
 
 from rlperf.config import Config, ConfigError
+from rlperf.envs.backends import resolve_backend
 from rlperf.envs.normalize import Normalizer
 from rlperf.envs.registry import GYM_PREFIX, make_vec
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
 from rlperf.policies.base import ActorCritic
 from rlperf.policies.registry import make_policy
 from rlperf.run.checkpoint import CheckpointError, first_line, load_checkpoint, to_numpy
+from rlperf.run.run_dir import out_file_problem
 
 PURPOSE = "evaluate"  # checkpoint errors read "cannot evaluate: ..."
 # The video's format, by PATH's extension.
@@ -86,7 +86,11 @@ class EvalResult:
         deterministic, seed, num_envs: how it was evaluated.
         normalized_obs: the run's observation statistics normalised what the policy saw.
         returns: each episode's return, the env's own (undiscounted, unnormalised).
-        lengths: each episode's length in env steps.
+        lengths: each episode's length as the env counts it (``length_unit``).
+        length_unit: what a length counts: ``agent steps``, or ``emulator frames`` for Atari
+            (each agent step repeats the action on several frames; the video holds one frame
+            per agent step).
+        notes: what else a reader should know about how the run is evaluated (one line each).
         video, video_frames: the video written (None without one) and its number of frames.
     """
 
@@ -100,6 +104,8 @@ class EvalResult:
     normalized_obs: bool
     returns: list[float]
     lengths: list[int]
+    length_unit: str = "agent steps"
+    notes: list[str] = field(default_factory=list)
     video: str | None = None
     video_frames: int = 0
 
@@ -256,6 +262,7 @@ def run_episodes(
     normalizer: Normalizer | None = None,
     on_frame: Callable[[], None] | None = None,
     frame_episodes: int = 1,
+    on_episode: Callable[[float, int], None] | None = None,
 ) -> tuple[list[float], list[int]]:
     """Play ``episodes`` whole episodes of ``env`` (reset here with ``seed``) with ``policy``.
 
@@ -267,6 +274,7 @@ def run_episodes(
         on_frame: called after the reset and after each step of env 0's first
             ``frame_episodes`` episodes, except the step that ends the last of them (its frame
             is the next episode's first).
+        on_episode: called with each counted episode's return and length as it ends.
 
     Returns:
         Each counted episode's return and length, the env's own, in the order they ended
@@ -306,6 +314,8 @@ def run_episodes(
                         returns.append(float(infos["episode"]["r"][i]))
                         lengths.append(int(infos["episode"]["l"][i]))
                         counted[i] += 1
+                        if on_episode is not None:
+                            on_episode(returns[-1], lengths[-1])
             if on_frame is not None and counted[0] < framed:
                 on_frame()
             done = torch.from_numpy(np.asarray(terminations | truncations, dtype=np.float32))
@@ -329,8 +339,6 @@ def video_format_problem(path: Path) -> str | None:
 def video_problem(path: Path) -> str | None:
     """Why a video could not be written to ``path`` here, or None: its format, the packages
     that format needs, and the file (checked for real, nothing left behind)."""
-    from rlperf.bench.commands import out_file_problem
-
     problem = video_format_problem(path)
     if problem:
         return problem
@@ -485,6 +493,7 @@ def evaluate_run(
     num_envs: int = 1,
     video: str | Path | None = None,
     video_episodes: int = 1,
+    progress: Callable[[EvalResult], None] | None = None,
 ) -> EvalResult:
     """The return of ``run_dir``'s checkpoint over ``episodes`` episodes (module docstring).
 
@@ -495,6 +504,8 @@ def evaluate_run(
         seed: the envs' reset seed and the action sampler's.
         num_envs: envs stepped together (at most ``episodes`` are used).
         video: write env 0's first ``video_episodes`` episodes here (.mp4 or .gif).
+        progress: called with the result so far once before the first episode (no returns
+            yet) and again as each episode ends (``rlperf eval``'s line per episode).
 
     Raises:
         EvalError, CheckpointError, ConfigError, UnknownEnvError, EnvOptionError: bad input,
@@ -524,6 +535,29 @@ def evaluate_run(
             raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
         policy = build_policy(cfg, spec, payload)
         normalizer = frozen_normalizer(cfg, payload, spec)
+        result = EvalResult(
+            run_dir=str(run_dir),
+            env=cfg.env.env,
+            policy=cfg.policy.kind,
+            global_step=int(payload.get("global_step", 0)),
+            deterministic=deterministic,
+            seed=seed,
+            num_envs=int(env.num_envs),
+            normalized_obs=normalizer is not None,
+            returns=[],
+            lengths=[],
+            video=None if video_path is None else str(video_path),
+        )
+        result.length_unit, result.notes = describe_episodes(cfg)
+
+        def on_episode(episode_return: float, length: int) -> None:
+            result.returns.append(episode_return)
+            result.lengths.append(length)
+            if progress is not None:
+                progress(result)
+
+        if progress is not None:
+            progress(result)
         on_frame = None
         if video_path is not None:
             check_renders(env, cfg.env.env)
@@ -533,174 +567,41 @@ def evaluate_run(
             def on_frame() -> None:
                 video_writer.add(render_env0(env, cfg.env.env))
 
-        returns, lengths = run_episodes(
-            policy, env, spec, episodes, seed, deterministic, normalizer, on_frame, video_episodes
-        )
+        run_episodes(policy, env, spec, episodes, seed, deterministic, normalizer, on_frame,
+                     video_episodes, on_episode)  # fmt: skip
         if writer is not None:
             writer.finish()
+            result.video_frames = writer.frames
     except BaseException:
         if writer is not None:
             writer.discard()
         raise
     finally:
         env.close()
-    return EvalResult(
-        run_dir=str(run_dir),
-        env=cfg.env.env,
-        policy=cfg.policy.kind,
-        global_step=int(payload.get("global_step", 0)),
-        deterministic=deterministic,
-        seed=seed,
-        num_envs=int(env.num_envs),
-        normalized_obs=normalizer is not None,
-        returns=returns,
-        lengths=lengths,
-        video=None if video_path is None else str(video_path),
-        video_frames=0 if writer is None else writer.frames,
-    )
+    return result
 
 
-# -- output ------------------------------------------------------------------------------
-def render_table(result: EvalResult) -> str:
-    """One line per episode (its return and length), in the order they ended."""
-    lines = [f"{'episode':>7}  {'return':>12}  {'length':>7}"]
-    for i, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=True), 1):
-        lines.append(f"{i:>7}  {ret:>12.2f}  {length:>7}")
-    return "\n".join(lines)
+def describe_episodes(cfg: Config) -> tuple[str, list[str]]:
+    """What an episode's length counts in ``cfg``'s env, and notes on how it is evaluated.
 
-
-def summary_line(result: EvalResult) -> str:
-    """``return 1234.5 +- 67.8 over 10 episodes (deterministic)``."""
-    n = len(result.returns)
-    how = "deterministic" if result.deterministic else "stochastic"
-    return (
-        f"return {result.mean_return:.1f} +- {result.std_return:.1f} over {n} "
-        f"episode{'' if n == 1 else 's'} ({how})"
-    )
-
-
-def header_line(result: EvalResult) -> str:
-    """What was evaluated, and how."""
-    norm = ", observations normalised with the run's statistics (frozen)"
-    return (
-        f"{result.run_dir}: {result.env}, policy {result.policy}, global step "
-        f"{result.global_step:,}; seed {result.seed}, {result.num_envs} env"
-        f"{'' if result.num_envs == 1 else 's'}{norm if result.normalized_obs else ''}"
-    )
-
-
-# -- the command -------------------------------------------------------------------------
-def add_eval_flags(parser: argparse.ArgumentParser) -> None:
-    """``rlperf eval``'s arguments."""
-    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path,
-                        help="a run directory (rlperf train --run-dir)")  # fmt: skip
-    parser.add_argument("--episodes", type=int, default=10,
-                        help="episodes to play (default: 10)")  # fmt: skip
-    parser.add_argument(
-        "--deterministic",
-        action="store_true",
-        help="take the most likely action (the Gaussian's mean, the largest logit) instead of "
-        "sampling",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="the envs' reset seed and the sampler's (default: 0)"
-    )
-    parser.add_argument(
-        "--num-envs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="envs stepped together, each counting its share of the episodes (default: 1)",
-    )
-    parser.add_argument(
-        "--video",
-        metavar="PATH",
-        type=Path,
-        help=f"write env 0's first episodes as a video: .mp4 ({VIDEO_INSTALL}) or .gif",
-    )
-    parser.add_argument(
-        "--video-episodes",
-        type=int,
-        metavar="K",
-        help="env 0's first K episodes go into the video; the others play unrendered (default: 1)",
-    )
-    parser.add_argument(
-        "--json",
-        metavar="FILE",
-        help="also write the results as JSON to FILE ('-': print only the JSON, on stdout)",
-    )
-
-
-def check_eval(args: argparse.Namespace) -> None:
-    """``rlperf eval``'s flags, before any work (the files they name are :func:`cmd_eval`'s)."""
-    from rlperf.cli import check_seed, fail
-
-    if args.episodes < 1:
-        fail(f"--episodes must be at least 1, got {args.episodes}")
-    if args.num_envs < 1:
-        fail(f"--num-envs must be at least 1, got {args.num_envs}")
-    if args.video_episodes is not None:
-        if args.video is None:
-            fail("--video-episodes says how many episodes go into the video: give --video PATH")
-        if args.video_episodes < 1:
-            fail(f"--video-episodes must be at least 1, got {args.video_episodes}")
-    check_seed(args.seed)  # ConfigError: one line
-    problem = video_format_problem(args.video) if args.video is not None else None
-    if problem:
-        fail(problem)
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    """``rlperf eval``: the table and summary on stdout (or the JSON alone with ``--json -``);
-    exit 0, 2 on bad input, 130 on Ctrl-C."""
-    from rlperf.bench.commands import out_file_problem
-    from rlperf.cli import EXIT_INTERRUPTED, EXIT_OK, fail
-
-    check_eval(args)
-    to_stdout = args.json == "-"
-    if args.json is not None and not to_stdout:
-        problem = out_file_problem("--json", Path(args.json))
-        if problem:
-            fail(problem)
-    # A policy of a few small matmuls a step, a batch of one env: more threads only wait on
-    # each other. Restored after, for a caller in the same process (tests).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        result = evaluate_run(args.run_dir, args.episodes, args.deterministic, args.seed,
-                              args.num_envs, args.video, args.video_episodes or 1)  # fmt: skip
-    except EvalError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        print("\nrlperf: eval interrupted; nothing written", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        torch.set_num_threads(threads)
-    text = json.dumps(result.to_dict(), indent=1)
-    if to_stdout:
-        print(text)
-        return EXIT_OK
-    print(header_line(result))
-    print(render_table(result))
-    print(summary_line(result))
-    if result.video is not None:
-        print(f"video: {result.video} ({result.video_frames} frames)")
-    if args.json is not None:
-        Path(args.json).write_text(text + "\n")
-    return EXIT_OK
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``eval``."""
-    parser = subparsers.add_parser(
-        "eval",
-        help="a trained policy's return over N episodes (mean, std, each episode), and a video",
-        description=(
-            "Play a run's checkpoint for --episodes episodes with its observation normalisation "
-            "frozen; print each episode's return and length (the env's own) and their mean and "
-            "std. --video writes env 0's first --video-episodes episodes through the env's "
-            "rgb_array rendering."
-        ),
-    )
-    add_eval_flags(parser)
-    parser.set_defaults(func=cmd_eval, check=check_eval)
+    Atari's lengths come from below ``AtariPreprocessing`` (envs/atari.py): emulator frames,
+    ``frame_skip`` of them per agent step, where the video holds one frame per agent step. A
+    run trained on EnvPool plays here on gymnasium's wrappers, EnvPool's equivalent: the same
+    game and preprocessing, frames that differ by a few grey levels (docs/atari.md)."""
+    notes: list[str] = []
+    unit = "agent steps"
+    wrappers = str(cfg.env.options.get("wrappers", ""))
+    if "AtariPreprocessing" in wrappers:
+        unit = "emulator frames"
+        skip = re.search(r"frame_skip\s*=\s*(\d+)", wrappers)
+        per_step = skip.group(1) if skip else "several"
+        notes.append(
+            f"lengths count emulator frames ({per_step} per agent step); a video holds one "
+            "frame per agent step"
+        )
+    if resolve_backend(cfg.env) == "envpool":
+        notes.append(
+            "trained on EnvPool, evaluated on gymnasium's env and the run's wrappers (the same "
+            "game and preprocessing; Atari frames may differ by a few grey levels)"
+        )
+    return unit, notes

@@ -83,6 +83,17 @@ def cannot_write(path: str | Path, folder: bool) -> str | None:
     return None
 
 
+def out_file_problem(flag: str, path: Path | None) -> str | None:
+    """Why the file ``flag`` names could not be written, or None; checked before any work,
+    so a long run does not end in a traceback at its last step."""
+    if path is None:
+        return None
+    if not path.parent.is_dir():
+        return f"{flag}: directory {path.parent} does not exist"
+    problem = cannot_write(path, folder=False)
+    return f"{flag} {path}: {problem}" if problem else None
+
+
 def describe_files(root: str | Path, files: list[Path], limit: int = 4) -> str:
     """``"config.json, metrics.jsonl and 3 more"``: names relative to ``root``, for messages."""
     root = Path(root)
