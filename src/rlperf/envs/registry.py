@@ -43,6 +43,9 @@ GYM_PREFIX = "gym:"
 # that namespace's ids, ``__root__`` ids without one.
 PLUGIN_GROUP = "gymnasium.envs"
 _REGISTRY: dict[str, EnvFactory] = {}
+# gymnasium's env modules that need a package gymnasium does not install: entry point prefix ->
+# (the package, the rlperf extra that installs it).
+EXTRAS = {"gymnasium.envs.mujoco": ("mujoco", "mujoco")}
 
 
 class UnknownEnvError(ValueError):
@@ -105,7 +108,8 @@ def gym_env_id(name: str) -> str:
 
     Raises:
         UnknownEnvError: one line, for a module that cannot be imported or an id still unknown
-            after; it names the ``gym:<module>:<id>`` form.
+            after; it names the ``gym:<module>:<id>`` form. Also for a known id whose env
+            needs an rlperf extra that is not installed (:func:`check_extra_installed`).
     """
     import gymnasium
 
@@ -114,10 +118,11 @@ def gym_env_id(name: str) -> str:
         module, env_id = "", module
     if module:
         _import_env_module(module, name)
+    failed = ""  # a plugin that failed to load, for the error
+    if env_id not in gymnasium.registry and not module:
+        failed = _load_plugins(env_id)
     if env_id in gymnasium.registry:
-        return env_id
-    failed = "" if module else _load_plugins(env_id)
-    if env_id in gymnasium.registry:
+        check_extra_installed(name, env_id)
         return env_id
     close = did_you_mean(env_id, gymnasium.registry)
     prefix = f"{GYM_PREFIX}{module}:" if module else GYM_PREFIX
@@ -128,6 +133,21 @@ def gym_env_id(name: str) -> str:
     else:
         hint = _module_hint(env_id)
     raise UnknownEnvError(f"unknown gymnasium id {env_id!r} in env {name!r}{hint}{failed}")
+
+
+def check_extra_installed(name: str, env_id: str) -> None:
+    """UnknownEnvError (one line naming the extra) where gymnasium's ``env_id`` is made by a
+    module of :data:`EXTRAS` whose package is not installed: gymnasium registers its MuJoCo ids
+    whether or not ``mujoco`` is there, and making one without it ends in a traceback."""
+    import gymnasium
+
+    entry_point = str(gymnasium.spec(env_id).entry_point)
+    for prefix, (package, extra) in EXTRAS.items():
+        if entry_point.startswith(prefix) and importlib.util.find_spec(package) is None:
+            raise UnknownEnvError(
+                f"env {name!r} needs the {package} package, which is not installed: "
+                f"pip install 'rlperf[{extra}]'"
+            )
 
 
 def _import_env_module(module: str, name: str) -> None:
