@@ -1,20 +1,38 @@
-"""benchmarks/gpu_check.py: its whole control flow on the CPU (``--cpu``), its GPU run's skips on a
-machine without CUDA, and the pieces it reads and writes, on made-up input."""
+"""benchmarks/gpu_check.py and its package benchmarks/gpucheck: the whole control flow on the CPU
+(``--cpu``), the GPU run's skips on a machine without CUDA, and the pieces it reads and writes,
+on made-up input."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
-from benchmark_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+
+
+def gpucheck(module: str) -> ModuleType:
+    """``benchmarks/gpucheck/<module>.py``, imported as ``gpucheck.<module>`` (the package is
+    the command's, found beside it, not installed)."""
+    if "gpucheck" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "gpucheck",
+            ROOT / "benchmarks" / "gpucheck" / "__init__.py",
+            submodule_search_locations=[str(ROOT / "benchmarks" / "gpucheck")],
+        )
+        assert spec is not None and spec.loader is not None
+        sys.modules["gpucheck"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["gpucheck"])
+    return importlib.import_module(f"gpucheck.{module}")
 
 
 def run_check(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -40,11 +58,10 @@ def outcomes(report: dict) -> dict[str, dict]:
 
 
 def test_cpu_mode_runs_every_step_or_says_why(tmp_path: Path) -> None:
-    gpu_check = load_script("gpu_check.py")
     done, report = run_check(tmp_path, "--cpu")
     assert done.returncode == 0, done.stdout[-4000:]
-    assert report["schema"] == gpu_check.SCHEMA and report["mode"] == "cpu"
-    assert tuple(report["steps"]) == gpu_check.STEPS
+    assert report["schema"] == gpucheck("check").SCHEMA and report["mode"] == "cpu"
+    assert tuple(report["steps"]) == tuple(gpucheck("main").STEPS)
     for name, result in outcomes(report).items():
         assert result["status"] in ("ok", "skipped"), (name, result)
         assert result["status"] == "ok" or result["reason"], f"{name} skipped without a reason"
@@ -93,7 +110,7 @@ def test_the_gpu_run_without_cuda_skips_its_cuda_steps(tmp_path: Path) -> None:
 
 # -- the pieces, on made-up input --------------------------------------------------------------
 def test_cuda_tests_are_found_and_those_that_skip_on_cuda_left_out(tmp_path: Path) -> None:
-    gpu_check = load_script("gpu_check.py")
+    pytests = gpucheck("pytests")
     tests = tmp_path / "tests"
     (tests / "sub").mkdir(parents=True)
     (tests / "sub" / "test_a.py").write_text(
@@ -113,7 +130,7 @@ def test_cuda_tests_are_found_and_those_that_skip_on_cuda_left_out(tmp_path: Pat
         "def test_anything():\n    pass\n"
     )
     (tests / "test_plain.py").write_text("def test_nothing():\n    pass\n")
-    selected, excluded = gpu_check.find_cuda_tests(tests)
+    selected, excluded = pytests.find_cuda_tests(tests)
     assert selected == [
         "tests/sub/test_a.py::test_on_device",
         "tests/sub/test_a.py::test_needs_it",
@@ -122,8 +139,8 @@ def test_cuda_tests_are_found_and_those_that_skip_on_cuda_left_out(tmp_path: Pat
         "tests/test_marked.py::test_anything",
     ]
     assert excluded == ["tests/sub/test_a.py::test_cpu_behaviour"]
-    assert gpu_check.narrowing(selected) is None
-    narrowed = gpu_check.narrowing(["tests/b.py::test_case_runs_once", *selected])
+    assert pytests.narrowing(selected) is None
+    narrowed = pytests.narrowing(["tests/b.py::test_case_runs_once", *selected])
     assert narrowed == "not (test_case_runs_once and not transfer)"
 
 
@@ -138,28 +155,28 @@ def test_junit_counts_and_reasons(tmp_path: Path) -> None:
         '<testcase classname="t.b" name="s2"><skipped message="CUDA not available"/></testcase>'
         "</testsuite></testsuites>"
     )
-    got = load_script("gpu_check.py").junit(xml)
+    got = gpucheck("pytests").junit(xml)
     assert (got["passed"], got["failed"], got["errors"], got["skipped"]) == (1, 1, 1, 2)
     assert got["failures"] == ["t.a::bad", "t.b::broken"]
     assert got["skip_reasons"] == {"CUDA not available": 2}
 
 
 def test_cleanrl_edits_apply_once_each_or_say_which_is_missing() -> None:
-    gpu_check = load_script("gpu_check.py")
-    original = "".join(f"{old}\n# between\n" for _, old, _ in gpu_check.CLEANRL_EDITS)
-    adapted = gpu_check.adapt_cleanrl(original)
-    for _, old, new in gpu_check.CLEANRL_EDITS:
+    atari = gpucheck("atari")
+    original = "".join(f"{old}\n# between\n" for _, old, _ in atari.CLEANRL_EDITS)
+    adapted = atari.adapt_cleanrl(original)
+    for _, old, new in atari.CLEANRL_EDITS:
         assert new in adapted and (old in new or old not in adapted)
     with pytest.raises(ValueError, match="FrameStack"):
-        gpu_check.adapt_cleanrl(original.replace("FrameStack(env, 4)", "FrameStack(env, 8)"))
+        atari.adapt_cleanrl(original.replace("FrameStack(env, 4)", "FrameStack(env, 8)"))
 
 
 def test_the_episode_lines_of_cleanrl_are_read() -> None:
-    gpu_check = load_script("gpu_check.py")
+    atari = gpucheck("atari")
     text = ("global_step=1024, episodic_return=-21.0\nSPS: 300\n"
             "global_step=2048, episodic_return=[-20.]\nSPS: 310\n")  # fmt: skip
-    assert gpu_check.EPISODE.findall(text) == [("1024", "-21.0"), ("2048", "-20.")]
-    assert gpu_check.SPS_LINE.findall(text) == ["300", "310"]
+    assert atari.EPISODE.findall(text) == [("1024", "-21.0"), ("2048", "-20.")]
+    assert atari.SPS_LINE.findall(text) == ["300", "310"]
 
 
 def test_trace_activity_counts_kernels(tmp_path: Path) -> None:
@@ -169,29 +186,29 @@ def test_trace_activity_counts_kernels(tmp_path: Path) -> None:
               {"cat": "kernel", "name": "gemm", "dur": 3},
               {"cat": "gpu_memcpy", "name": "Memcpy DtoH", "dur": 2}]  # fmt: skip
     trace.write_text(json.dumps({"traceEvents": events}))
-    got = load_script("gpu_check.py").trace_activity(trace)
+    got = gpucheck("training").trace_activity(trace)
     assert (got["kernels"], got["memcpy"], got["top_kernels_us"]) == (2, 1, {"gemm": 10})
 
 
 def test_rows_are_read_on_complete_lines_only(tmp_path: Path) -> None:
-    gpu_check = load_script("gpu_check.py")
+    core = gpucheck("core")
     path = tmp_path / "metrics.jsonl"
-    rows = gpu_check.Rows(path)
+    rows = core.Rows(path)
     assert rows.read() == []
     path.write_text('{"global_step": 1, "mean_return": 10}\n{"global_st')
     assert [r["global_step"] for r in rows.read()] == [1]
     with open(path, "a") as f:
         f.write('ep": 2, "mean_return": 480}\n')
-    assert gpu_check.first_at(rows.read(), 475)["global_step"] == 2
-    assert gpu_check.thin(list(range(10)), 4) == [0, 2, 5, 9]
+    assert core.first_at(rows.read(), 475)["global_step"] == 2
+    assert core.thin(list(range(10)), 4) == [0, 2, 5, 9]
 
 
 def test_a_step_of_items_fails_on_any_and_skips_when_none_ran() -> None:
-    gpu_check = load_script("gpu_check.py")
-    ok, skipped = gpu_check.done("ok", None), gpu_check.done("skipped", "no GPU")
-    assert gpu_check.items({"a": ok, "b": skipped})["items"]["a"] is ok
-    with pytest.raises(gpu_check.Skip, match="b: no GPU"):
-        gpu_check.items({"b": skipped})
-    with pytest.raises(gpu_check.Failed, match="c failed"):
-        gpu_check.items({"a": ok, "c": gpu_check.done("failed", "boom")})
-    assert gpu_check.last_json('warning\n{"sps": 5}\nexit\n') == {"sps": 5}
+    core = gpucheck("core")
+    ok, skipped = core.done("ok", None), core.done("skipped", "no GPU")
+    assert core.items({"a": ok, "b": skipped})["items"]["a"] is ok
+    with pytest.raises(core.Skip, match="b: no GPU"):
+        core.items({"b": skipped})
+    with pytest.raises(core.Failed, match="c failed"):
+        core.items({"a": ok, "c": core.done("failed", "boom")})
+    assert core.last_json('warning\n{"sps": 5}\nexit\n') == {"sps": 5}
