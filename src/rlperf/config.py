@@ -31,7 +31,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-BACKENDS = ("serial", "multiprocess", "envpool", "mujoco", "auto")  # envs/backends.py
+BACKENDS = ("serial", "multiprocess", "envpool", "mujoco", "torch", "auto")  # envs/backends.py
 CONVLSTM_HEADS = ("pool", "flatten")  # what the ConvLSTM's projection reads (policies/convlstm.py)
 
 
@@ -76,8 +76,10 @@ class EnvConfig:
         "where the envs step: serial (in the trainer's process), multiprocess (worker "
         "processes over shared memory, envs/workers/), envpool (EnvPool's C++ threads, for "
         "the gym: ids it has; pip install 'rlperf[envpool]'), mujoco (gym:HalfCheetah-v5, "
-        "Hopper-v5 and Walker2d-v5 on MuJoCo's batch threads, envs/mujoco_batch.py) or auto "
-        "(mujoco where it steps the env, else serial; --preset mujoco's)",
+        "Hopper-v5 and Walker2d-v5 on MuJoCo's batch threads, envs/mujoco_batch.py), torch "
+        "(cartpole and catch as torch code on --device, envs/device/) or auto (mujoco where "
+        "it steps the env, torch on --device cuda where the env has a torch version, else "
+        "serial; --preset mujoco's)",
         flag="vec-backend",
     )
     num_workers: int = _f(2, "worker processes of the multiprocess backend")
