@@ -486,9 +486,9 @@ def test_help_says_the_policy_follows_the_env(capsys: pytest.CaptureFixture) -> 
 @pytest.mark.parametrize(
     "flags, kind",
     [([], "mlp"), (["--env", "grid"], "cnn"), (["--env", "catch"], "cnn"),
-     (["--preset", "grid", "--env", "cartpole"], "mlp"), (["--env", "grid", "--policy", "lstm"],
-                                                          "lstm")],
-    ids=["cartpole", "grid", "catch", "cnn-preset-on-cartpole", "explicit"],
+     (["--preset", "lstm", "--env", "grid"], "lstm"), (["--env", "grid", "--policy", "lstm"],
+                                                       "lstm")],
+    ids=["cartpole", "grid", "catch", "lstm-preset-on-grid", "explicit"],
 )  # fmt: skip
 def test_without_policy_the_env_gets_one_that_reads_its_observations(
     flags: list[str], kind: str

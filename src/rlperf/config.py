@@ -4,19 +4,24 @@ Every command-line flag of ``rlperf train`` maps onto one field here (``--num-en
 ``env.num_envs``); the field's docstring-like ``help`` metadata is the flag's help. Derived sizes
 (``batch_size``, ``minibatch_size``, ``num_iterations``) are properties, never stored.
 
-Adding a preset is one entry in :data:`PRESETS`: a function from the default config to the
-preset's config (see ``PRESETS`` at the bottom).
+Presets live in ``presets.py`` (adding one is one entry in :data:`~rlperf.presets.PRESETS`);
+:func:`preset` builds one for an env, :func:`configure` adds a preset file's settings.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any, cast
 
 from rlperf.cores import usable_cores
+from rlperf.presets import LEFT_OUT as LEFT_OUT  # re-exported: importers take it from here
+from rlperf.presets import PRESETS
 
 
 class ConfigError(ValueError):
@@ -246,6 +251,12 @@ class PPOConfig:
     update_epochs: int = _f(4, "passes over the rollout per iteration")
     learning_rate: float = _f(2.5e-3, "Adam learning rate")
     anneal_lr: bool = _f(True, "decay the learning rate linearly to 0 over the run")
+    anneal_with_wall: bool = _f(
+        False,
+        "with --anneal-lr and --max-wall-s: the run's progress is the further of its steps and "
+        "its seconds, so a run the wall-clock budget ends also ends with the rate near 0 "
+        "(--preset mujoco-fast's, rlperf tune's trials'; one rank only)",
+    )
     gamma: float = _f(0.99, "discount factor")
     gae_lambda: float = _f(0.95, "GAE lambda")
     clip_coef: float = _f(0.2, "PPO ratio clip")
@@ -282,7 +293,11 @@ class TeacherConfig:
 class RunConfig:
     total_steps: int = _f(500_000, "environment steps to train for")
     seed: int = _f(1, "seed for environments, policy init and sampling")
-    device: str = _f("cpu", "cpu or cuda")
+    device: str = _f(
+        "cpu",
+        "cpu, cuda or auto: the faster of the two for this workload, from a few timed "
+        "iterations on each (ppo/device_choice.py; cpu without probing where there is no CUDA)",
+    )
     threads: int = _f(
         2,
         "torch intra-op threads at most (0 leaves torch's default); with --vec-backend "
@@ -300,6 +315,11 @@ class RunConfig:
     sps_window_s: float = _f(10.0, "window of the windowed SPS figure, seconds")
     warmup_iters: int = _f(2, "first iterations left out of cumulative SPS")
     cuda_sync: bool = _f(True, "synchronise CUDA at section boundaries so sections are exact")
+    cuda_graphs: bool = _f(
+        True,
+        "CUDA only: capture the minibatch update (forward, loss, backward, clip, Adam) as a CUDA "
+        "graph and replay it (ppo/cuda_graphs.py); --no-cuda-graphs runs it eagerly",
+    )
     progress: bool = _f(True, "show a progress bar on stderr")
     max_wall_s: float = _f(
         0.0,
@@ -466,8 +486,9 @@ class Config:
                 "--normalize-obs/--normalize-reward need every env in each step: drop "
                 "--env-batch-size (normalisation runs on the synchronous backends)"
             )
-        if self.run.device not in ("cpu", "cuda") and not self.run.device.startswith("cuda:"):
-            raise ConfigError(f"device must be cpu or cuda, got {self.run.device!r}")
+        device = self.run.device
+        if device not in ("cpu", "cuda", "auto") and not device.startswith("cuda:"):
+            raise ConfigError(f"device must be cpu or cuda (cuda:N), or auto, got {device!r}")
         return self
 
 
@@ -521,193 +542,144 @@ def flag_name(name: str) -> str:
     return "--" + f.metadata.get("flag", name.replace("_", "-"))
 
 
-def _default(cfg: Config) -> Config:
-    return cfg
+# -- presets (rlperf/presets.py) and preset files ----------------------------------------
+def preset(name: str, env: str | None = None) -> Config:
+    """A fresh config for preset ``name``; with ``env`` (the run's ``--env``), for that env (a
+    per-env preset, ``mujoco-fast``, takes that env's entry).
 
-
-def _lstm(cfg: Config) -> Config:
-    """The LSTM policy with the PPO settings it learns with. On position-only CartPole
-    (benchmarks/learning.py, docs/performance.md) the default PPO settings left it at 340-350
-    after 1M steps; a shorter horizon (gamma = GAE lambda = 0.98), no entropy bonus and 8
-    minibatches of 8 environments reached a last-100 mean of 450 in every seed tried.
-
-    Value loss coefficient 0.005, not 0.5: returns reach 50 at gamma 0.98, so the critic's
-    squared error (up to ~2,500 where an episode fails) outweighed the policy's term in the
-    shared LSTM's gradient (median 14x over the first 300k steps of seed 1), the 0.5 norm clip
-    cut the policy's step to ~7% of itself, and every failure's value spike moved the shared
-    LSTM after the policy had solved: at 0.5 seeds 1-3 reached 450 at 426k/408k/600k steps and
-    ended at 448/500/489 (seeds 4-8: 3 of 5 ended below 450); at 0.005 they reach it at
-    319k/170k/141k and end at 500/500/499 (seeds 1-12: 11 of 12 end >= 483). 0.005 is about
-    0.5 over the variance of those returns, what --normalize-reward (which turns the fused
-    rollout off) does with the reward instead (docs/gate.md, "The LSTM preset's drift")."""
-    cfg.policy.kind = "lstm"
-    cfg.ppo.gamma, cfg.ppo.gae_lambda, cfg.ppo.ent_coef = 0.98, 0.98, 0.0
-    cfg.ppo.num_minibatches = 8
-    cfg.ppo.vf_coef = 0.005
-    return cfg
-
-
-def _grid(cfg: Config) -> Config:
-    """The grid workload (``extractor_hub_30``): 16 maps x 16 agents = 256 agent rows, a small
-    CNN on the 11x11 windows (one 3x3 layer of 16 channels, 128 features: at these sizes the
-    default (32, 64, 64) stack costs ~5x more per sample), supervised by the scripted teacher for
-    the first quarter of the run (docs/grid.md has the measurements behind these numbers)."""
-    cfg.env.env, cfg.env.num_envs = "grid", 16
-    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "cnn", (16,), 128
-    cfg.run.total_steps = 2_000_000
-    cfg.teacher.supervised_steps, cfg.teacher.teacher_lead = 500_000, 0.5
-    return cfg
-
-
-def _robots(cfg: Config) -> Config:
-    """Ricochet Robots from its symbolic planes (``obs_mode=symbolic``): two 3x3 conv layers of
-    32 channels and 128 features (the board is 8x8: the default (32, 64, 64) stack and 256
-    features cost ~4x more a step) at learning rate 2e-3, annealed over 5M steps. On 1,000 fresh
-    puzzles, greedy, it passed 80% solved in seeds 1-3 (docs/robots.md); at 5e-4 it stayed below
-    80% after 5M steps and at 1e-3 it was behind 2e-3 at every evaluation of seed 1."""
-    cfg.env.env = "robots"
-    cfg.env.options = {"obs_mode": "symbolic"}
-    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "cnn", (32, 32), 128
-    cfg.ppo.learning_rate = 2e-3
-    cfg.run.total_steps = 5_000_000
-    return cfg
-
-
-def _robots_rgb(cfg: Config) -> Config:
-    """Ricochet Robots from its 64x64 RGB image with the DRC ConvLSTM, sized for a CPU: one
-    layer of 32 channels, one tick, the flattened head, 64 envs x 16 steps at learning rate 5e-4,
-    1M steps. Greedy on 200 fresh puzzles it passed twice a random policy's solve rate after
-    4.4 minutes (seed 1) and 8.9 minutes (seed 2) and kept rising (docs/robots.md); at 1e-3 and
-    2e-3 the ConvLSTM fell below a random policy, and the pooled head stayed below it."""
-    cfg.env.env, cfg.env.num_envs = "robots", 64
-    cfg.policy.kind, cfg.policy.convlstm_head = "convlstm", "flatten"
-    cfg.policy.convlstm_channels, cfg.policy.convlstm_layers = 32, 1
-    cfg.ppo.num_steps, cfg.ppo.learning_rate = 16, 5e-4
-    cfg.run.total_steps = 1_000_000
-    return cfg
-
-
-def _original(cfg: Config) -> Config:
-    """The "original" column of ``guide-optimisation-10-20x.md`` on the grid workload with a
-    recurrent policy, scaled to a 2-core CPU (``rlperf ablate``, docs/ablation.md).
-
-    The guide's workload (MettaGrid) is many agents on grid maps with a recurrent policy; here
-    the grid env (``extractor_hub_30``: 16 agents a map, an agent row is an environment of the
-    guide) and the LSTM on a CNN encoder (the grid preset's encoder: one 3x3 layer of 16
-    channels, 128 features; no teacher phase, since the guide's optimised run has none either:
-    "Kickstart: Disabled"). Batch sizes are scaled by 1/8: at the few thousand SPS this machine
-    trains the LSTM at, the guide's 16,384-step batch would be one update every ~10 s.
-
-    - envs: guide 64 -> 32 agent rows (2 maps x 16 agents; 1/2, so that 64 steps a row make
-      the scaled batch);
-    - batch: guide 16,384 -> 2,048 (32 rows x 64 steps, 1/8);
-    - minibatch: guide 512 -> 64 (32 minibatches of one 64-step segment, 1/8);
-    - BPTT horizon: guide 64 -> 64;
-    - update epochs: guide 1 -> 1 (the guide keeps one epoch in both columns: not a knob);
-    - workers 4, async factor 2 -> the serial vector env: the env step is ~5% of this
-      preset's wall time (Amdahl: at most ~1.06x from any env speedup), and on 2 cores a worker
-      process takes its core from the learner; ``+workers`` in ``rlperf ablate`` measures it;
-    - torch.compile and precision: off and fp32, as the guide's original.
+    Raises:
+        ConfigError: an unknown preset, or ``env`` outside the envs the preset fits (one line
+            naming them).
     """
-    cfg.env.env, cfg.env.num_envs = "grid", 2
-    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "lstm", (16,), 128
-    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.bptt_horizon = 64, 32, 64
-    cfg.ppo.update_epochs = 1
-    cfg.run.total_steps = 2_000_000
-    return cfg
-
-
-def _ultra_fast(cfg: Config) -> Config:
-    """The "optimized" column of ``guide-optimisation-10-20x.md`` scaled as :func:`_original`
-    (batch sizes 1/8, envs 1/2), each knob one ablation row of ``rlperf ablate``:
-
-    - envs: guide 512 -> 256 agent rows (16 maps x 16 agents, 8x original as in the guide);
-    - batch: guide 262,144 -> 32,768 (256 rows x 128 steps, 16x original as in the guide);
-    - minibatch: guide 32,768 -> 4,096 (8 minibatches of 128 segments of 32 steps, 64x);
-    - BPTT horizon: guide 32 -> 32;
-    - update epochs: guide 1 -> 1;
-    - workers 16, async factor 8 -> 2 workers, batches of one worker's maps (async factor 2):
-      left off. The env step is 5.4% of ``original``'s wall time, so by Amdahl's law no env
-      speedup can buy more than 1.06x, and on 2 cores worker processes take the trainer's CPU;
-      it stays a row of the ablation, which measures what it costs;
-    - torch.compile (guide: on) and bf16 (guide: "next step", FP16 on CUDA): left off, both
-      measured slower here (docs/ablation.md); they stay rows of the ablation.
-    """
-    cfg = _original(cfg)
-    cfg.env.num_envs = 16
-    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.bptt_horizon = 128, 8, 32
-    return cfg
-
-
-def _atari(cfg: Config) -> Config:
-    """CleanRL's ``ppo_atari.py`` on an ALE v5 game (Breakout unless ``--env`` names another,
-    ``gym:ale_py:ALE/<Game>-v5``): 8 envs x 128 steps, 4 minibatches x 4 epochs, learning rate
-    2.5e-4 annealed, clip 0.1 (the value clip too), entropy 0.01, 10M steps, and the Nature CNN
-    (32 8x8/4, 64 4x4/2, 64 3x3/1, 512 features; policies/encoders.py) on 4 stacked 84x84 gray
-    uint8 frames, preprocessed by gymnasium's and stable-baselines3's wrappers as CleanRL's
-    (envs/atari.py; with --vec-backend envpool, EnvPool's equivalent; docs/atari.md)."""
-    from rlperf.envs.atari import ATARI_ENV, atari_options
-
-    cfg.env.env, cfg.env.num_envs, cfg.env.options = ATARI_ENV, 8, atari_options()
-    cfg.policy.kind, cfg.policy.cnn_channels, cfg.policy.cnn_features = "cnn", (32, 64, 64), 512
-    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.update_epochs = 128, 4, 4
-    cfg.ppo.learning_rate, cfg.ppo.clip_coef = 2.5e-4, 0.1
-    cfg.run.total_steps = 10_000_000
-    return cfg
-
-
-def _mujoco(cfg: Config) -> Config:
-    """CleanRL's ``ppo_continuous_action.py`` on a MuJoCo env (HalfCheetah-v5 unless ``--env``
-    names another): 2048 steps an iteration, 32 minibatches x 10 epochs, learning rate 3e-4
-    annealed, no entropy bonus, 1M steps, the 64x64 Tanh actor-critic with a state-independent
-    log-std, and CleanRL's wrappers as rlperf's batched normalisation: observations normalised
-    and clipped to +-10, rewards divided by the discounted return's std and clipped to +-10.
-
-    Where CleanRL steps 1 env x 2048, the preset steps 8 envs x 256 on MuJoCo's batch threads
-    (``--vec-backend auto``: gymnasium's envs bit for bit, every core on the physics), with
-    one set of normalisation statistics for the batch, as SB3's VecNormalize keeps them: per
-    env, each of the 8 sets saw an eighth of the data and Hopper learned less (docs/continuous.md
-    "Learning"). ``--num-envs 1 --num-steps 2048 --norm-per-env`` is CleanRL's shape and
-    arithmetic exactly. The backend is ``auto``: MuJoCo's batch for the ids it steps, gymnasium's
-    serial envs for the others (``gym:Ant-v5``) and before MuJoCo 4.0."""
-    cfg.env.env, cfg.env.num_envs, cfg.env.backend = "gym:HalfCheetah-v5", 8, "auto"
-    cfg.env.normalize_obs = cfg.env.normalize_reward = True
-    cfg.env.clip_obs = cfg.env.clip_reward = 10.0
-    cfg.env.norm_per_env = False
-    cfg.ppo.num_steps, cfg.ppo.num_minibatches, cfg.ppo.update_epochs = 256, 32, 10
-    cfg.ppo.learning_rate, cfg.ppo.ent_coef = 3e-4, 0.0
-    cfg.run.total_steps = 1_000_000
-    return cfg
-
-
-# name -> transformation of the default config.
-PRESETS: dict[str, Callable[[Config], Config]] = {
-    "default": _default,
-    "lstm": _lstm,
-    "grid": _grid,
-    "robots": _robots,
-    "robots-rgb": _robots_rgb,
-    "original": _original,
-    "ultra_fast": _ultra_fast,
-    "mujoco": _mujoco,
-    "atari": _atari,
-}
-
-
-# preset -> knobs of its guide that it leaves out because they were measured slower here, each
-# knob's settings. ``rlperf ablate --target NAME`` still measures each alone on the base, so
-# the table shows what the knob would have cost.
-LEFT_OUT: dict[str, dict[str, dict[str, Any]]] = {
-    "ultra_fast": {
-        "compile": {"compile": True},
-        "precision": {"precision": "bf16"},
-        "workers": {"backend": "multiprocess", "num_workers": 2, "env_batch_size": 1},
-    },
-}
-
-
-def preset(name: str) -> Config:
-    """A fresh config for preset ``name``."""
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(sorted(PRESETS))}")
-    return PRESETS[name](Config())
+    entry = PRESETS[name]
+    if env is not None and entry.envs is not None:
+        if not any(fnmatchcase(env, pattern) for pattern in entry.envs):
+            generic = ", ".join(n for n, p in PRESETS.items() if p.envs is None)
+            raise ConfigError(
+                f"--preset {name} fits {', '.join(entry.envs)}, not env {env!r}: train that "
+                f"env with a preset for any env ({generic})"
+            )
+    cfg = Config()
+    if env is None:
+        return entry.build(cfg)
+    cfg.env.env = env  # a per-env preset chooses by it
+    cfg = entry.build(cfg)
+    cfg.env.env = env
+    return cfg
+
+
+# Keys of a preset file besides the config's sections: the preset it starts from, and free
+# text (or any JSON) about where its settings came from, which training ignores.
+PRESET_FILE_KEYS = ("preset", "about")
+
+
+@dataclass
+class PresetFile:
+    """A preset written as a JSON file (``rlperf train --preset-file FILE``): the preset it
+    starts from (None: ``--preset``'s) and config overrides by section, as ``config.json``."""
+
+    preset: str | None
+    overrides: dict[str, dict[str, Any]]
+
+    @property
+    def env(self) -> str | None:
+        """The env the file names (``{"env": {"env": ...}}``), if any."""
+        return self.overrides.get("env", {}).get("env")
+
+
+def read_preset_file(path: str | Path) -> PresetFile:
+    """Parse and type-check a preset file.
+
+    JSON rather than TOML: the standard library reads and writes it (``tomllib`` only reads, and
+    ``rlperf tune`` writes these files), and a run's ``config.json`` has the same sections.
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong (unreadable, not JSON, an
+            unknown key, section or field, a value of the wrong type).
+    """
+    where = f"--preset-file {path}"
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read it ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must hold a JSON object, got {type(data).__name__}")
+    sections = [f.name for f in dataclasses.fields(Config)]
+    base = data.get("preset")
+    if base is not None and base not in PRESETS:
+        raise ConfigError(f"{where}: unknown preset {base!r}: one of {', '.join(sorted(PRESETS))}")
+    overrides: dict[str, dict[str, Any]] = {}
+    defaults = Config()
+    for key, values in data.items():
+        if key in PRESET_FILE_KEYS:
+            continue
+        if key not in sections:
+            raise ConfigError(
+                f"{where}: unknown key {key!r}: a preset file holds "
+                f"{', '.join(PRESET_FILE_KEYS)} and the sections {', '.join(sections)}"
+            )
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: section {key!r} must be an object of fields")
+        for name, value in values.items():
+            if not hasattr(getattr(defaults, key), name):
+                raise ConfigError(f"{where}: unknown config field {key}.{name}")
+            problem = _value_problem(getattr(getattr(defaults, key), name), value)
+            if problem:
+                raise ConfigError(f"{where}: {key}.{name} must be {problem}, got {value!r}")
+        overrides[key] = dict(values)
+    return PresetFile(base, overrides)
+
+
+def _value_problem(default: Any, value: Any) -> str | None:
+    """What ``value`` must be to replace a field whose default is ``default`` (None: it is)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "true or false"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, int):
+        return None if number and float(value).is_integer() else "an integer"
+    if isinstance(default, float):
+        return None if number else "a number"
+    if isinstance(default, tuple):
+        ints = isinstance(value, list) and all(_value_problem(1, v) is None for v in value)
+        return None if ints else "a list of integers"
+    if isinstance(default, dict):
+        return None if isinstance(value, dict) else "an object"
+    return None if isinstance(value, str) or (default is None and value is None) else "a string"
+
+
+def preset_file_text(base: str, overrides: dict[str, dict[str, Any]], about: Any = None) -> str:
+    """A preset file's text (:func:`read_preset_file` reads it back): preset ``base`` with the
+    ``overrides`` by section, and ``about`` (where the settings came from) if given."""
+    data: dict[str, Any] = {"preset": base}
+    if about is not None:
+        data["about"] = about
+    for section, values in overrides.items():
+        data[section] = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+    return json.dumps(data, indent=2) + "\n"
+
+
+def configure(name: str, env: str | None = None, preset_file: str | Path | None = None) -> Config:
+    """The config a run starts from, before its own flags: preset ``name`` for ``env`` (the
+    run's ``--env``, else the file's), then the preset file's settings.
+
+    Raises:
+        ConfigError: as :func:`preset` and :func:`read_preset_file`, or ``name`` other than
+            ``default`` and the preset the file names.
+    """
+    if preset_file is None:
+        return preset(name, env)
+    file = read_preset_file(preset_file)
+    if file.preset is not None and name not in ("default", file.preset):
+        raise ConfigError(
+            f"--preset {name} and --preset-file {preset_file} (which starts from preset "
+            f"{file.preset!r}) disagree: give one of them"
+        )
+    cfg = preset(file.preset or name, env or file.env)
+    for section, values in file.overrides.items():
+        for key, value in values.items():
+            set_field(cfg, section, key, value)
+    return cfg

@@ -1,10 +1,13 @@
-"""FlatAdam is torch.optim.Adam(fused=True) without the Python wrapper: same numbers."""
+"""FlatAdam is torch.optim.Adam(fused=True) without the Python wrapper: same numbers; the
+learning rate's linear anneal over steps, and over a wall-clock budget."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from rlperf.ppo.optim import FlatAdam
+from rlperf.config import Config
+from rlperf.ppo.optim import FlatAdam, annealed_lr
 
 
 def _pair(seed: int) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
@@ -43,3 +46,37 @@ def test_state_dict_round_trip_continues_identically() -> None:
         opt_a.step()
         opt_b.step()
     assert torch.equal(a, b)
+
+
+def anneal_config(anneal_lr: bool = True, with_wall: bool = False, budget_s: float = 0.0) -> Config:
+    cfg = Config()
+    cfg.ppo.learning_rate, cfg.ppo.anneal_lr, cfg.ppo.anneal_with_wall = 1e-3, anneal_lr, with_wall
+    cfg.run.max_wall_s = budget_s
+    return cfg
+
+
+def test_the_anneal_is_cleanrls_over_steps_and_the_further_of_steps_and_seconds() -> None:
+    steps_only = anneal_config()
+    for iteration in range(1, 11):
+        # CleanRL: frac = 1.0 - (iteration - 1.0) / num_iterations
+        expected = (1.0 - (iteration - 1.0) / 10) * 1e-3
+        assert annealed_lr(steps_only, iteration, 10, elapsed_s=99.0) == expected
+    assert annealed_lr(anneal_config(anneal_lr=False), 9, 10, 5.0) == 1e-3
+    # A budget without --anneal-with-wall changes nothing; with it, seconds count as progress.
+    assert annealed_lr(anneal_config(budget_s=10.0), 2, 10, 5.0) == pytest.approx(0.9e-3)
+    with_wall = anneal_config(with_wall=True, budget_s=10.0)
+    assert annealed_lr(with_wall, 2, 10, elapsed_s=5.0) == pytest.approx(0.5e-3)
+    assert annealed_lr(with_wall, 9, 10, elapsed_s=1.0) == pytest.approx(0.2e-3)
+    assert annealed_lr(with_wall, 2, 10, elapsed_s=12.0) == 0.0, "past the budget: 0, not < 0"
+    assert annealed_lr(anneal_config(with_wall=True), 2, 10, 5.0) == pytest.approx(0.9e-3)
+
+
+def test_anneal_with_wall_refuses_several_ranks() -> None:
+    """Each rank's clock is its own: annealed by it, their Adam steps would differ."""
+    from rlperf.config import ConfigError
+    from rlperf.ppo.checks import check_config
+
+    cfg = anneal_config(with_wall=True, budget_s=60.0)
+    check_config(cfg, world_size=1)
+    with pytest.raises(ConfigError, match="--anneal-with-wall needs one rank"):
+        check_config(cfg, world_size=2)

@@ -380,6 +380,25 @@ class FakeClock:
         return self.now
 
 
+def test_anneal_with_wall_takes_the_learning_rate_to_0_over_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10 s an iteration against a 40 s budget and 8 iterations: the seconds run out first, so
+    iteration k's rate is 1 - (k - 1) / 4 of the start (steps alone: 1 - (k - 1) / 8)."""
+    from rlperf.ppo import trainer as trainer_module
+    from rlperf.run import training_log
+
+    clock = FakeClock()
+    monkeypatch.setattr(training_log, "time", clock)
+    monkeypatch.setattr(trainer_module, "time", clock)
+    cfg = small_config(8, run__max_wall_s=40.0, ppo__anneal_with_wall=True)
+    trainer = Trainer(cfg, profiler=Profiler())
+    trainer.callbacks.append(lambda trainer, row: setattr(clock, "now", clock.now + 10.0))
+    trainer.train(tmp_path / "run")
+    rates = [row["learning_rate"] / cfg.ppo.learning_rate for row in metrics(tmp_path / "run")]
+    assert rates == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
+
+
 def test_wall_budget_stops_after_the_iteration_it_ran_out_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

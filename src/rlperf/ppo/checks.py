@@ -71,6 +71,11 @@ def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
         check_recurrent_sizes(cfg, rows)
     check_total_steps(cfg, rows, world_size)
     check_policy_fit(cfg.policy.kind, spec)
+    if world_size > 1 and cfg.ppo.anneal_with_wall and cfg.ppo.anneal_lr and cfg.run.max_wall_s:
+        raise ConfigError(
+            "--anneal-with-wall needs one rank: each rank's clock would give its Adam a "
+            "learning rate of its own (--no-anneal-with-wall anneals over the steps)"
+        )
 
 
 def check_config(cfg: Config, world_size: int = 1) -> None:

@@ -14,6 +14,8 @@ from typing import Any, cast
 
 import torch
 
+from rlperf.config import Config
+
 
 def flatten_parameters(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """Move every trainable parameter of ``module`` into one flat tensor, and its gradient
@@ -125,3 +127,17 @@ class FlatAdam:
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.step_count.copy_(state["step"])
+
+
+def annealed_lr(cfg: Config, iteration: int, num_iterations: int, elapsed_s: float) -> float:
+    """The learning rate of iteration ``iteration`` (1-based) of ``num_iterations``: with
+    ``--anneal-lr``, CleanRL's linear decay (the full rate at the first, rate/num_iterations at
+    the last); with ``--anneal-with-wall`` and ``--max-wall-s``, progress is the further of the
+    iterations and the ``elapsed_s`` seconds of the budget, so either budget ends near 0."""
+    ppo, budget_s = cfg.ppo, cfg.run.max_wall_s
+    if not ppo.anneal_lr:
+        return ppo.learning_rate
+    done = (iteration - 1.0) / max(num_iterations, 1)
+    if ppo.anneal_with_wall and budget_s > 0:
+        done = max(done, elapsed_s / budget_s)
+    return max(1.0 - done, 0.0) * ppo.learning_rate

@@ -35,6 +35,7 @@ start as rank 0's, each minibatch's gradient is averaged over the ranks, the glo
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ from rlperf.ppo.loss import (
     finalize_supervised_stats,
     normalize_advantages,
 )
+from rlperf.ppo.optim import annealed_lr
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
@@ -169,6 +171,7 @@ class Trainer:
         self.telemetry = Telemetry(cfg.run.telemetry_interval_s) if cfg.run.telemetry else None
         self.callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
         self.interrupted = False
+        self.wall_start_s = time.perf_counter()  # train() restarts it
         # The iteration the run directory's checkpoint holds (0: none written by this run).
         self.checkpointed_iteration = 0
 
@@ -259,9 +262,8 @@ class Trainer:
         PPO, or with ``supervised`` the action-supervised loss on the teacher's actions.
         """
         ppo, impl = self.cfg.ppo, self.update_impl
-        if ppo.anneal_lr:
-            frac = 1.0 - (self.iteration - 1.0) / max(self.num_iterations, 1)
-            impl.lr = frac * ppo.learning_rate
+        elapsed_s = time.perf_counter() - self.wall_start_s
+        impl.lr = annealed_lr(self.cfg, self.iteration, self.num_iterations, elapsed_s)
         threads = self.threads.update
         threads.begin()
         if self.whole_update is not None and not supervised:  # one C call, one thread: no units
@@ -314,6 +316,7 @@ class Trainer:
         )  # fmt: skip
         checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
         log.start(self.global_step)
+        self.wall_start_s = time.perf_counter()  # --max-wall-s's clock, as the log's
         stats_row: dict[str, float] = {}
         try:
             with StopRequest() as ctrl_c:
