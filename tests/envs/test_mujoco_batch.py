@@ -1,6 +1,7 @@
-"""``--vec-backend mujoco`` (envs/mujoco_batch.py) against gymnasium's own MuJoCo envs: the same
-seeds and actions give the same observations, rewards, flags, final observations and infos,
-bit for bit, across terminations, truncations and resets."""
+"""``--vec-backend mujoco`` (envs/mujoco_batch/) against gymnasium's own MuJoCo v5 envs, all
+eleven: the same seeds and actions give the same observations, rewards, flags, final
+observations and infos (keys, dtypes and values), bit for bit, across terminations,
+truncations and resets."""
 
 from __future__ import annotations
 
@@ -26,39 +27,67 @@ def gymnasium_vec(task: str, n: int, seed: int, **kwargs):
     return env, obs, info
 
 
-@pytest.mark.parametrize(
-    ("task", "steps", "scale"),
-    [("HalfCheetah-v5", 2100, 1.0), ("Hopper-v5", 600, 1.0), ("Walker2d-v5", 600, 1.0)],
-)
-def test_equals_gymnasium_step_for_step(task: str, steps: int, scale: float) -> None:
+# (gymnasium id, steps, max_episode_steps): each crosses terminations where the env has them,
+# truncations (the short time limits) and the resets after both, in rows out of step.
+CASES = [
+    ("HalfCheetah-v5", 160, 70),
+    ("Hopper-v5", 200, 30),
+    ("Walker2d-v5", 200, 30),
+    ("Swimmer-v5", 160, 70),
+    ("Ant-v5", 250, 120),
+    ("Humanoid-v5", 100, 20),
+    ("HumanoidStandup-v5", 90, 40),
+    ("InvertedPendulum-v5", 60, 8),
+    ("InvertedDoublePendulum-v5", 60, 6),
+    ("Reacher-v5", 120, None),  # gymnasium's own 50 steps
+    ("Pusher-v5", 110, 50),
+]
+NEVER_TERMINATE = {"HalfCheetah-v5", "Swimmer-v5", "HumanoidStandup-v5", "Reacher-v5", "Pusher-v5"}
+
+
+# Checked apart (final_*), or rlperf's own (the episode statistics, as RecordEpisodeStatistics').
+APART = {"final_obs", "_final_obs", "final_info", "_final_info"}
+OURS = {"episode", "_episode"}
+
+
+def assert_infos_equal(got: dict, want: dict, where: str) -> None:
+    """The same keys, dtypes and values, bit for bit."""
+    assert set(got) - APART - OURS == set(want) - APART, where
+    for key in set(want) - APART:
+        assert got[key].dtype == want[key].dtype, f"{key} dtype {where}"
+        np.testing.assert_array_equal(got[key], want[key], err_msg=f"{key} {where}")
+
+
+@pytest.mark.parametrize(("task", "steps", "limit"), CASES, ids=[c[0] for c in CASES])
+def test_equals_gymnasium_step_for_step(task: str, steps: int, limit: int | None) -> None:
     n, seed = 3, 7
-    ref, ref_obs, _ = gymnasium_vec(task, n, seed)
-    env = make_mujoco_vec(f"gym:{task}", n, seed=seed, batch_threads=2)
-    obs, _ = env.reset(seed=seed)
+    options = {} if limit is None else {"max_episode_steps": limit}
+    ref, ref_obs, ref_info = gymnasium_vec(task, n, seed, **options)
+    env = make_mujoco_vec(f"gym:{task}", n, seed=seed, batch_threads=2, **options)
+    obs, info = env.reset(seed=seed)
     np.testing.assert_array_equal(obs, ref_obs)
+    assert_infos_equal(info, ref_info, "at reset")
     rng = np.random.default_rng(0)
-    ends = 0
+    terminations = truncations = 0
     for t in range(steps):
-        actions = (scale * rng.uniform(-1, 1, env.action_space.shape)).astype(np.float32)
+        actions = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
         got = env.step(actions)
         want = ref.step(actions)
         for name, a, b in zip(("obs", "reward", "terminated", "truncated"), got[:4], want[:4],
-                              strict=False):  # fmt: skip
+                              strict=True):  # fmt: skip
             np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+            assert a.dtype == b.dtype, f"{name} dtype at step {t}"
         info, ref_info = got[4], want[4]
         done = got[2] | got[3]
+        terminations, truncations = terminations + got[2].sum(), truncations + got[3].sum()
         if done.any():
-            ends += int(done.sum())
             np.testing.assert_array_equal(info["_final_obs"], ref_info["_final_obs"])
             for i in np.flatnonzero(done):
                 np.testing.assert_array_equal(info["final_obs"][i], ref_info["final_obs"][i])
-            for key, value in ref_info["final_info"].items():
-                np.testing.assert_array_equal(info["final_info"][key], value, err_msg=key)
-        for key, value in ref_info.items():
-            if key.startswith(("final", "_final")):
-                continue
-            np.testing.assert_array_equal(info[key], value, err_msg=f"{key} at step {t}")
-    assert ends > 0, "the test must cross an episode's end"
+            assert_infos_equal(info["final_info"], ref_info["final_info"], f"final at step {t}")
+        assert_infos_equal(info, ref_info, f"at step {t}")
+    assert truncations > 0, "the test must cross a time limit"
+    assert (terminations > 0) != (task in NEVER_TERMINATE), terminations
     env.close()
     ref.close()
 
@@ -70,10 +99,11 @@ def test_options_reach_gymnasium() -> None:
     np.testing.assert_array_equal(env.step(a)[1], ref.step(a)[1])
 
 
-def test_seeds_per_env_and_thread_counts_agree() -> None:
-    one = make_mujoco_vec("gym:Hopper-v5", 4, seed=3, batch_threads=1)
-    two = make_mujoco_vec("gym:Hopper-v5", 4, seed=3, batch_threads=2)
-    listed = make_mujoco_vec("gym:Hopper-v5", 4, seed=None)
+@pytest.mark.parametrize("task", ["Hopper-v5", "Ant-v5"])  # Ant: one MjData per env (contacts)
+def test_seeds_per_env_and_thread_counts_agree(task: str) -> None:
+    one = make_mujoco_vec(f"gym:{task}", 4, seed=3, batch_threads=1)
+    two = make_mujoco_vec(f"gym:{task}", 4, seed=3, batch_threads=2)
+    listed = make_mujoco_vec(f"gym:{task}", 4, seed=None)
     listed.reset(seed=[3, 4, 5, 6])
     a = np.zeros(one.action_space.shape, dtype=np.float32)
     for _ in range(50):
@@ -85,7 +115,8 @@ def test_seeds_per_env_and_thread_counts_agree() -> None:
 @pytest.mark.parametrize(
     ("env", "options", "error", "text"),
     [
-        ("gym:Ant-v5", {}, UnknownEnvError, "--vec-backend mujoco steps"),
+        ("gym:Pendulum-v1", {}, UnknownEnvError, "--vec-backend mujoco steps"),
+        ("gym:Ant-v4", {}, UnknownEnvError, "MuJoCo v5 envs"),
         ("gym:HalfCheetah-v5", {"wrappers": "ClipAction"}, EnvOptionError, "no wrappers"),
         ("gym:HalfCheetah-v5", {"batch_threads": 0}, EnvOptionError, "batch_threads"),
         ("gym:HalfCheetah-v5", {"no_such_option": 1}, EnvOptionError, "no_such_option"),
@@ -124,8 +155,8 @@ def test_the_cli_names_the_backend_for_an_id_it_does_not_step() -> None:
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "rlperf", "train", "--preset", "mujoco", "--vec-backend", "mujoco",
-         "--env", "gym:Ant-v5", "--total-steps", "4096"],
+        [sys.executable, "-m", "rlperf", "train", "--vec-backend", "mujoco", "--env", "gym:Ant-v4",
+         "--total-steps", "4096"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
@@ -174,14 +205,15 @@ def test_reset_mask_resets_those_rows_only() -> None:
     np.testing.assert_array_equal(info["_x_position"], mask)
     # Row 1's next episode is its generator's next draw: a full reset draws the same for it.
     ref.reset()
-    np.testing.assert_array_equal(again[1], ref._observe()[1])
+    np.testing.assert_array_equal(again[1], ref.task.observe(ref.physics)[1])
 
 
 @pytest.mark.parametrize(
     ("env", "options", "batch"),
     [
         ("gym:Hopper-v5", {}, True),
-        ("gym:Ant-v5", {}, False),  # an id the batch does not step: gymnasium's serial envs
+        ("gym:Ant-v5", {}, True),
+        ("gym:Pendulum-v1", {}, False),  # an id the batch does not step: gymnasium's serial envs
         ("gym:HalfCheetah-v5", {"wrappers": "ClipAction"}, False),
         ("cartpole", {}, False),
     ],
@@ -200,8 +232,8 @@ def test_auto_takes_the_batch_where_it_steps_the_env(env: str, options: dict, ba
 
 def test_auto_is_serial_before_mujoco_4(monkeypatch: pytest.MonkeyPatch) -> None:
     from rlperf.config import EnvConfig
-    from rlperf.envs import mujoco_batch
     from rlperf.envs.backends import resolve_backend
+    from rlperf.envs.mujoco_batch import make
 
-    monkeypatch.setattr(mujoco_batch, "batch_available", lambda: False)
+    monkeypatch.setattr(make, "batch_available", lambda: False)
     assert resolve_backend(EnvConfig(env="gym:Hopper-v5", backend="auto")) == "serial"
