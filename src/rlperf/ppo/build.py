@@ -54,9 +54,10 @@ from rlperf.ppo.update import (
     analytic_update_applies,
     native_update_applies,
 )
+from rlperf.run.allocator import keep_freed_memory
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.timing import names
-from rlperf.timing.sections import Profiler
+from rlperf.timing.sections import Profiler, get_profiler
 
 StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 Update = NativeMLPUpdate | AnalyticUpdate | AutogradUpdate
@@ -74,6 +75,21 @@ def resolve_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} requested but CUDA is not available on this machine")
     return torch.device(name)
+
+
+def setup_process(cfg: Config, device: torch.device, profiler: Profiler | None) -> Profiler:
+    """What a run sets in its process before building anything: torch's threads
+    (``--threads``), the allocator (``--keep-freed-memory``), and the profiler's CUDA
+    synchronisation on CUDA (``--cuda-sync``). Returns the profiler to record into: ``profiler``
+    or the process-wide one."""
+    prof = profiler if profiler is not None else get_profiler()
+    if device.type == "cuda":
+        prof.set_cuda_sync(cfg.run.cuda_sync)
+    if cfg.run.threads > 0:
+        torch.set_num_threads(cfg.run.threads)
+    if cfg.run.keep_freed_memory:
+        keep_freed_memory()
+    return prof
 
 
 def phase_threads(cfg: Config, device: torch.device) -> tuple[int, int]:

@@ -6,6 +6,13 @@ takes ~1 ms, so that wrapper alone was ~7% of it. With all parameters in one ten
 parameter, one state and nothing to check, so :class:`FlatAdam` calls ``torch._fused_adam_``
 itself: the same kernel, the same arithmetic as ``torch.optim.Adam(fused=True)`` (tested).
 Where the fused kernel is missing it falls back to ``torch.optim.Adam``.
+
+For a CUDA graph (``ppo/cuda_graphs.py``) the step must read everything that changes between
+replays from device memory: the fused kernel already reads the step count from a device tensor,
+and :meth:`FlatAdam.use_tensor_lr` makes it read the learning rate from one too, updated in
+place by the ``lr`` setter. That is what ``torch.optim.Adam(capturable=True)`` with a tensor
+``lr`` does (its fused path takes ``lr`` as a tensor through ``_fused_adam_``'s ``tensor_lr``
+overload).
 """
 
 from __future__ import annotations
@@ -50,7 +57,8 @@ class FlatAdam:
     (or the gradient tensor given as ``grad``).
 
     Attributes:
-        lr: learning rate, read at every :meth:`step` (set it to anneal).
+        lr: learning rate, read at every :meth:`step` (set it to anneal; after
+            :meth:`use_tensor_lr` setting it writes the device tensor the kernel reads).
     """
 
     def __init__(
@@ -63,7 +71,9 @@ class FlatAdam:
     ) -> None:
         self.param = param
         self._grad = grad  # None: read param.grad at every step
-        self.lr = lr
+        self._lr = lr
+        # The learning rate on the device, for a captured step (use_tensor_lr); None: a float.
+        self.lr_tensor: torch.Tensor | None = None
         self.betas = betas
         self.eps = eps
         self.exp_avg = torch.zeros_like(param, memory_format=torch.preserve_format)
@@ -73,6 +83,25 @@ class FlatAdam:
         self._fallback: torch.optim.Adam | None = None
         if not self._fused:
             self._fallback = torch.optim.Adam([param], lr=lr, betas=betas, eps=eps)
+
+    @property
+    def lr(self) -> float:
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._lr = value
+        if self.lr_tensor is not None:
+            self.lr_tensor.fill_(value)  # in place: a captured step reads this memory
+
+    def use_tensor_lr(self) -> None:
+        """Read the learning rate from a float32 tensor on the parameter's device from now on
+        (float32: the CUDA kernel reads a ``float*``), so that a CUDA graph of :meth:`step`
+        follows the annealed rate."""
+        if self._fallback is not None:
+            raise ValueError("a tensor learning rate needs the fused Adam kernel")
+        if self.lr_tensor is None:
+            self.lr_tensor = torch.full((), self._lr, dtype=torch.float32, device=self.param.device)
 
     @torch.no_grad()
     def step(self, found_inf: torch.Tensor | None = None) -> None:
@@ -91,6 +120,7 @@ class FlatAdam:
         self.step_count += 1  # the kernel reads the step count; torch.optim bumps it outside too
         if found_inf is not None:
             self.step_count -= found_inf  # torch.optim's fused path undoes a skipped step so
+        lr = self.lr_tensor if self.lr_tensor is not None else self._lr
         torch._fused_adam_(
             [self.param.detach()],
             # The gradient exists by now (backward or the analytic update wrote it).
@@ -99,7 +129,7 @@ class FlatAdam:
             [self.exp_avg_sq],
             [],
             [self.step_count],
-            lr=self.lr,
+            lr=lr,
             beta1=self.betas[0],
             beta2=self.betas[1],
             weight_decay=0.0,

@@ -56,23 +56,19 @@ from rlperf.ppo.build import (
     make_sampler,
     make_update,
     phase_threads,
-    resolve_device,
     run_facts,
+    setup_process,
     whole_update,
 )
 from rlperf.ppo.checks import check_fit, env_spec
+from rlperf.ppo.cuda_graphs import make_minibatch_step, minibatch_updates
+from rlperf.ppo.device_choice import choose_device
 from rlperf.ppo.gae import gae
-from rlperf.ppo.loss import (
-    STAT_NAMES,
-    finalize_stats,
-    finalize_supervised_stats,
-    normalize_advantages,
-)
+from rlperf.ppo.loss import finalize_stats, finalize_supervised_stats
 from rlperf.ppo.optim import annealed_lr
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
-from rlperf.run.allocator import keep_freed_memory
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.run.interrupt import StopRequest
 from rlperf.run.run_dir import CHECKPOINT_NAME
@@ -80,7 +76,7 @@ from rlperf.run.telemetry import Telemetry
 from rlperf.run.training_log import TrainingLog
 from rlperf.threads import ThreadGovernor
 from rlperf.timing import names
-from rlperf.timing.sections import Profiler, get_profiler
+from rlperf.timing.sections import Profiler
 
 
 class NonFiniteLossError(RuntimeError):
@@ -103,14 +99,8 @@ class Trainer:
         cfg.validate()
         check_env_name(cfg.env.env)
         self.cfg, self.ranks = cfg, ranks
-        self.device = resolve_device(cfg.run.device)
-        self.prof = profiler if profiler is not None else get_profiler()
-        if self.device.type == "cuda":
-            self.prof.set_cuda_sync(cfg.run.cuda_sync)
-        if cfg.run.threads > 0:
-            torch.set_num_threads(cfg.run.threads)
-        if cfg.run.keep_freed_memory:
-            keep_freed_memory()
+        self.device, device_note = choose_device(cfg, ranks.world_size, type(self))
+        self.prof = setup_process(cfg, self.device, profiler)
         seed = ranks.seed(cfg.run.seed)
         torch.manual_seed(seed)
         np.random.seed(seed)
@@ -144,6 +134,9 @@ class Trainer:
         minibatch_size = self.batch_size // cfg.ppo.num_minibatches
         self.update_impl = make_update(self.policy, cfg, minibatch_size, supervised_phase=teacher)
         self.update_impl.grad_allreduce = ranks.grad_allreduce
+        # On CUDA, the minibatch step as a CUDA graph where one applies (ppo/cuda_graphs.py).
+        self.minibatch_step, graphs_note = make_minibatch_step(cfg, self.update_impl, ranks)
+        self.notes = [n for n in (device_note, graphs_note) if n]  # start lines for the command
         self.state = self.policy.initial_state(self.rows)
         self.buffer = RolloutBuffer(cfg.ppo.num_steps, self.rows, self.spec, self.device,
                                     self.state, cfg.ppo.bptt_horizon, teacher=teacher)  # fmt: skip
@@ -271,31 +264,13 @@ class Trainer:
                 self.buffer, ppo.num_minibatches, self.shuffle_gen, self.prof
             )
         else:
-            stats_sum = self._minibatch_updates(supervised)
+            stats_sum = minibatch_updates(
+                self.minibatch_step, self.sampler, self.shuffle_gen, self.prof, threads, supervised
+            )
         units = ppo.update_epochs * ppo.num_minibatches
         threads.end(units)
         impl.report_times(self.prof)  # a native update's own phase timings, once per update
         return stats_sum / units
-
-    def _minibatch_updates(self, supervised: bool) -> torch.Tensor:
-        """The sampler's minibatches through the update, one at a time; their stats summed."""
-        ppo, sec, impl = self.cfg.ppo, self.prof.section, self.update_impl
-        threads = self.threads.update
-        loss_kw = {"supervised": True} if supervised else {}
-        stats_sum = torch.zeros(len(STAT_NAMES), device=self.device)
-        with sec(names.MINIBATCH_PREP):
-            self.sampler.prepare()
-        for _ in range(ppo.update_epochs):
-            with sec(names.MINIBATCH_PREP):
-                minibatches = self.sampler.epoch(ppo.num_minibatches, self.shuffle_gen)
-            for mb in minibatches:
-                with sec(names.MINIBATCH_PREP):
-                    adv = normalize_advantages(mb.advantages) if ppo.norm_adv else mb.advantages
-                stats_sum += impl.gradients(mb, adv, self.prof, **loss_kw)
-                impl.apply(self.prof)
-                if threads.watching:
-                    threads.unit_done()
-        return stats_sum
 
     # -- the loop ------------------------------------------------------------------------
     def train(self, run_dir: str | Path | None = None, resumed: bool = False) -> dict[str, Any]:

@@ -37,6 +37,9 @@ UPDATE_CHILDREN = (MINIBATCH_PREP, LOSS, BACKWARD, OPTIMIZER_STEP)
 # Inside UPDATE, several ranks only (``--nproc``): the all-reduce averaging each minibatch's
 # flat gradient, between backward and optimizer_step (the clip then moves to optimizer_step).
 ALLREDUCE = "allreduce"
+# Inside UPDATE, on CUDA with graphs (``--cuda-graphs``, ppo/cuda_graphs.py): one replay of the
+# captured minibatch step, which does what loss, backward and optimizer_step time apart eagerly.
+MINIBATCH_GRAPH = "minibatch_graph"
 
 TOP_LEVEL = (ROLLOUT, GAE, UPDATE, LOGGING, CHECKPOINT)
 
