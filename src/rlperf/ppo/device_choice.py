@@ -41,8 +41,8 @@ SMALL_WORKLOAD_ENVS = 256
 SMALL_NETWORKS = ("mlp", "lstm")
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
         torch.cuda.synchronize()  # the GPU's queued work belongs to the timed iterations
 
 
@@ -79,11 +79,11 @@ def probe_sps(
     trainer = make_trainer(probe, Profiler())
     try:
         probe_iteration(trainer)
-        _sync(device)
+        _sync(trainer.device)
         start_s = timer()
         for _ in range(iterations):
             probe_iteration(trainer)
-        _sync(device)
+        _sync(trainer.device)
         elapsed_s = timer() - start_s
     finally:
         trainer.env.close()
