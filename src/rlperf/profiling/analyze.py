@@ -26,6 +26,13 @@ rendering, model, training, transfer, other, with each category's share of wall 
 **Recommendations**: one per flagged section and advice: CRITICAL, SLOW, MEMORY and GPU MEMORY
 share the section's advice (listed once, with every flag it answers), UNSTABLE has its own.
 
+**GPU idle** (a whole-run finding, not a section): a CUDA run whose GPU, by the report's
+telemetry (NVML's utilisation, ``run/telemetry.py``), ran kernels less than
+:data:`GPU_IDLE_BUSY_PCT` of the wall is waiting on the host: launches from Python, the env on
+the CPU, copies. It is listed first among the recommendations (flag GPU IDLE), with what to try
+for the run's settings: the env on the device (``--vec-backend torch``), CUDA graphs, and for a
+small network the CPU (``--device cpu`` or ``auto``).
+
 **Advice** is keyed on the section's phase (device-to-host copies, policy forward, env step, the
 update and its parts, logging / checkpointing / evaluation, GAE, buffer store, untimed glue) and
 quotes the run's own figures and settings.
@@ -49,6 +56,12 @@ GPU_MEMORY_MB = 100.0
 # threads than free cores (spinning intra-op threads); its times then measure the machine.
 UNSTABLE_MEAN_OVER_MIN = 5.0
 UNSTABLE_MIN_CALLS = 20
+# GPU IDLE: a CUDA run's GPU busy (NVML utilisation, mean over the run) below this share of the
+# wall. The first GPU run's CartPole was at 12% (4 envs) and 27% (4,096 envs); a GPU-bound
+# run reads over 90%. Below half, the host's launches and copies are the bottleneck.
+GPU_IDLE_BUSY_PCT = 50.0
+# Envs that have a torch implementation on the device (--vec-backend torch, envs/device/).
+DEVICE_ENVS = ("cartpole", "catch")
 TOP_N = 10
 MEASUREMENT_NOTE = (
     "measurement overhead is the measuring tools' own work (torch.profiler stepping and "
@@ -144,7 +157,7 @@ def phase_of(name: str) -> str:
         return "env_step"
     if any(k in leaf for k in ("log", "eval", "checkpoint")):
         return "logging"
-    if leaf in (names.UPDATE, *names.UPDATE_CHILDREN):
+    if leaf in (names.UPDATE, *names.UPDATE_CHILDREN, names.MINIBATCH_GRAPH):
         return names.UPDATE
     if leaf in (names.GAE, names.BUFFER_STORE, names.ROLLOUT):
         return leaf
@@ -228,6 +241,50 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
     return f"{head}: a user section; time its parts with nested `rlperf.profile(...)` blocks."
 
 
+def _run_gpu(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The telemetry block of the GPU a CUDA run trained on (``cuda:N``'s index, else the first),
+    or None: not a CUDA run, or no GPU telemetry."""
+    device = str(report.get("run", {}).get("device", "cpu"))
+    gpus = (report.get("telemetry") or {}).get("gpus") or []
+    if not device.startswith("cuda") or not gpus:
+        return None
+    index = int(device.partition(":")[2] or 0)
+    return next((g for g in gpus if g.get("index") == index), gpus[0])
+
+
+def gpu_idle(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The GPU IDLE finding (module docstring): ``{"flag", "flags", "section", "busy_pct",
+    "advice"}`` where a CUDA run's GPU was busy under :data:`GPU_IDLE_BUSY_PCT` of the run,
+    else None."""
+    gpu = _run_gpu(report)
+    busy = None if gpu is None else gpu.get("util_pct_mean")
+    if busy is None or busy >= GPU_IDLE_BUSY_PCT:
+        return None
+    env, backend = report.get("run", {}).get("env"), _setting(report, "env", "backend")
+    kind, num_envs = _setting(report, "policy", "kind"), _setting(report, "env", "num_envs")
+    tips = []
+    if env in DEVICE_ENVS and backend != "torch":
+        tips.append(f"step {env} on the GPU (--vec-backend torch): no copies, no numpy step")
+    if _setting(report, "run", "cuda_graphs") is False:
+        tips.append("replay the update as a CUDA graph (drop --no-cuda-graphs)")
+    else:
+        tips.append("CUDA graphs (on by default) replay the update; the rollout's launches remain")
+    if kind in (None, "mlp", "lstm"):
+        tips.append(
+            f"a small network ({kind or 'mlp'}, {num_envs} envs) may train faster on the CPU: "
+            "--device cpu, or --device auto to time both"
+        )
+    else:
+        tips.append(f"more envs per step (num_envs={num_envs}) give each launch more work")
+    advice_text = (
+        f"GPU {gpu.get('index', 0) if gpu else 0} busy {busy:.0f}% of the run (NVML utilisation, "
+        f"mean): it waits on the host {100 - busy:.0f}% of the time (launches from Python, the "
+        "env on the CPU, copies); " + "; ".join(tips) + "."
+    )
+    return {"flag": "GPU IDLE", "flags": ["GPU IDLE"], "section": "gpu", "busy_pct": busy,
+            "advice": advice_text}  # fmt: skip
+
+
 def unstable_advice(entry: Scored, report: dict[str, Any]) -> str:
     """Advice for a section whose mean call is many times its fastest (UNSTABLE)."""
     threads = report.get("run", {}).get("threads")
@@ -272,7 +329,8 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
     sections = [e for e in sections if not names.is_measurement(e["name"])]
     scored = score_sections(sections)
     by_name = {s.name: s for s in scored}
-    recommendations = []
+    idle = gpu_idle(report)
+    recommendations = [] if idle is None else [idle]  # the whole run's bottleneck first
     for s in scored:
         # CRITICAL, SLOW and the memory flags get the same advice (the section's phase): one
         # entry for all of them; UNSTABLE has its own (the machine, not the code).
@@ -297,6 +355,7 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
             "slow_ms": SLOW_MS,
             "memory_mb": MEMORY_MB,
             "gpu_memory_mb": GPU_MEMORY_MB,
+            "gpu_idle_busy_pct": GPU_IDLE_BUSY_PCT,
         },  # fmt: skip
         "totals": totals,
         "interrupted": report.get("interrupted", False),
@@ -315,6 +374,7 @@ def analyze(report: dict[str, Any]) -> dict[str, Any]:
         "recommendations": recommendations,
         "measurement": measurement,
         "measurement_note": MEASUREMENT_NOTE if measurement else None,
+        "gpu_idle": idle,
     }
 
 
