@@ -17,6 +17,7 @@ from rlperf.envs.spec import ActionSpec, EnvSpec
 from rlperf.policies.cnn import CNNActorCritic
 from rlperf.policies.mlp import MLPActorCritic
 from rlperf.ppo.cuda_graphs import (
+    GraphedMinibatchStep,
     MinibatchStep,
     StaticMinibatchStep,
     cuda_graphs_off_reason,
@@ -188,6 +189,19 @@ def test_graphs_apply_on_cuda_only_and_say_why_not() -> None:
     assert "--compile" in (cuda_graphs_off_reason(cfg, False, 1) or "")
     cfg.ppo.compile = False
     assert "ranks" in (cuda_graphs_off_reason(cfg, False, 2) or "")
+
+
+def test_graphed_step_turns_autocast_caching_off() -> None:
+    """torch.cuda.graphs: a captured region must not use autocast's weight cache. Built on the
+    CPU (nothing CUDA happens before the first step), the step itself run eagerly in bf16."""
+    cfg = Config()
+    policy = _policy("mlp").float()
+    update = AutogradUpdate(policy, cfg.ppo, precision="bf16")
+    assert update.autocast_cache
+    step = GraphedMinibatchStep(update, cfg.ppo)
+    assert not update.autocast_cache and step.graph is None
+    step.load(_minibatch(policy, torch.Generator().manual_seed(3), packed=True))
+    assert bool(torch.isfinite(StaticMinibatchStep.run(step)).all())
 
 
 def test_cuda_graphs_flag() -> None:

@@ -154,6 +154,8 @@ class GraphedMinibatchStep(StaticMinibatchStep):
 
     def __init__(self, update: Update, ppo: PPOConfig, warmup_steps: int = WARMUP_STEPS) -> None:
         super().__init__(update, ppo)
+        if isinstance(update, AutogradUpdate):
+            update.autocast_cache = False  # torch.cuda.graphs: autocast's cache breaks capture
         self.warmup_steps, self.eager_steps = warmup_steps, 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.stats: torch.Tensor | None = None  # the graph's output, rewritten by each replay

@@ -368,11 +368,16 @@ class AutogradUpdate(_FlatAdamUpdate):
         self.autocast_dtype = AUTOCAST_DTYPES.get(precision)
         self.scaler = LossScaler(self.device) if precision == "fp16" else None
         self.evaluate = torch.compile(policy.evaluate) if compile else policy.evaluate
+        # Autocast's cache of cast weights; a CUDA graph's capture needs it off
+        # (torch.cuda.graphs), which ppo/cuda_graphs.py sets.
+        self.autocast_cache = True
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return torch.autocast(
+            self.device.type, dtype=self.autocast_dtype, cache_enabled=self.autocast_cache
+        )
 
     def gradients(
         self, mb: Minibatch, advantages: torch.Tensor, prof: Profiler, supervised: bool = False
