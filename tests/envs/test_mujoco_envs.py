@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# mujoco first: without it gymnasium.envs.mujoco raises DependencyNotInstalled, not ImportError.
+pytest.importorskip("mujoco", reason="needs the mujoco extra: pip install 'rlperf[mujoco]'")
 pytest.importorskip("gymnasium.envs.mujoco", reason="gymnasium's MuJoCo envs are not installed")
 
 from rlperf.envs import make_vec  # noqa: E402

@@ -430,12 +430,12 @@ def test_sections_nest_under_env_step() -> None:
 
 
 def test_png_script(tmp_path, capsys) -> None:  # noqa: ANN001
-    from PIL import Image
+    image = pytest.importorskip("PIL.Image", reason="needs the robots extra (Pillow)")
 
     out = tmp_path / "boards.png"
     draw_main(["--out", str(out), "--count", "3", "--seed", "2", "--image-size", "48",
                "--scale", "1"])  # fmt: skip
-    assert Image.open(out).size == (3 * 48 + 2 * 4, 2 * 48 + 4)
+    assert image.open(out).size == (3 * 48 + 2 * 4, 2 * 48 + 4)
     assert capsys.readouterr().out.count("moves") == 3
 
 

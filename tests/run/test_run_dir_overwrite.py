@@ -81,6 +81,7 @@ def test_overwrite_after_a_bad_input_loses_nothing(usage_error, earlier_run: Pat
 
 
 def test_overwrite_replaces_the_run_and_keeps_other_files(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard", reason="needs the tensorboard extra (--tensorboard)")
     run = tmp_path / "a"
     assert train(run, 2, "--tensorboard") == 0
     (run / "notes.txt").write_text("mine\n")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlperf.cli import main
 from rlperf.commandline import EXIT_INTERRUPTED
@@ -16,20 +17,29 @@ from rlperf.envs import CartPoleVec
 TINY = ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "4", "--update-epochs",
         "1", "--threads", "1", "--seed", "4", "--no-progress"]  # fmt: skip
 BATCH = 8 * 16
+# Every test but the one of the missing package writes or reads TensorBoard files.
+needs_tensorboard = pytest.mark.skipif(
+    importlib.util.find_spec("tensorboard") is None,
+    reason="needs the tensorboard extra: pip install 'rlperf[tensorboard]'",
+)
 CHARTS = {"charts/sps", "charts/sps_cumulative", "charts/learning_rate"}
 LOSSES = {f"losses/{k}" for k in ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")}
 
 
-def scalars(log_dir: Path) -> EventAccumulator:
+def scalars(log_dir: Path) -> Any:
+    """TensorBoard's reader (an ``EventAccumulator``) over ``log_dir``, loaded."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})  # 0: keep every event
     acc.Reload()
     return acc
 
 
-def steps(acc: EventAccumulator, tag: str) -> list[int]:
+def steps(acc: Any, tag: str) -> list[int]:
     return [e.step for e in acc.Scalars(tag)]
 
 
+@needs_tensorboard
 def test_train_writes_every_metric_per_iteration(tmp_path: Path) -> None:
     argv = ["train", *TINY, "--total-steps", str(3 * BATCH), "--run-dir", str(tmp_path)]
     assert main([*argv, "--tensorboard"]) == 0
@@ -52,11 +62,13 @@ def test_train_writes_every_metric_per_iteration(tmp_path: Path) -> None:
     assert summary["sections"]["measurement/tensorboard"] > 0
 
 
+@needs_tensorboard
 def test_tensorboard_needs_a_run_dir(usage_error, capsys: pytest.CaptureFixture) -> None:
     line = usage_error(["train", *TINY, "--tensorboard"])
     assert "--tensorboard needs --run-dir" in line
 
 
+@needs_tensorboard
 def test_profile_tensorboard_needs_run_dir_or_out(
     usage_error, capsys: pytest.CaptureFixture
 ) -> None:
@@ -92,6 +104,7 @@ def interrupt_at_env_step(monkeypatch: pytest.MonkeyPatch, call: int) -> dict[st
     return state
 
 
+@needs_tensorboard
 def test_resume_replaces_what_the_stopped_run_logged_after_its_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,6 +126,7 @@ def test_resume_replaces_what_the_stopped_run_logged_after_its_checkpoint(
     )
 
 
+@needs_tensorboard
 def test_ctrl_c_still_flushes_the_scalars(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,6 +136,7 @@ def test_ctrl_c_still_flushes_the_scalars(
     assert steps(scalars(tmp_path / "tensorboard"), "charts/sps") == [BATCH, 2 * BATCH]
 
 
+@needs_tensorboard
 def test_profile_traces_sit_where_the_profiler_plugin_looks(tmp_path: Path, capsys) -> None:
     out = tmp_path / "p"
     argv = ["profile", *TINY, "--total-steps", str(3 * BATCH), "--out", str(out), "--tensorboard",
