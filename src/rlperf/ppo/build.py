@@ -15,7 +15,8 @@ config.
   breakdown shows whether the trainer waits on the workers or the workers on the trainer; then
   the observation/reward normalisation where the run asks for it (``rollout/normalize``).
 - The **collectors**: a whole rollout in one go where one applies (env workers' asynchronous
-  batches, ``ppo/async_rollout.py``; the fused CartPole rollout of the MLP or the LSTM,
+  batches, ``ppo/async_rollout.py``; a torch env's rollout on the device,
+  ``ppo/device_rollout.py``; the fused CartPole rollout of the MLP or the LSTM,
   ``ppo/fused_rollout.py``), and for the trainer's own step loop the policy's part of a step:
   the fused step (the analytic MLP on any env) or ``policy.act``
   (:class:`~rlperf.ppo.rollout.PolicyStep`, the reference). The trainer's loop names neither.
@@ -39,11 +40,13 @@ from gymnasium.vector import VectorEnv
 from rlperf import openmp
 from rlperf.config import Config, ConfigError
 from rlperf.distributed.group import Ranks
+from rlperf.envs.device import DeviceVecEnv
 from rlperf.envs.normalize import Normalizer
 from rlperf.envs.spec import EnvSpec
 from rlperf.envs.workers import MultiprocessVecEnv
-from rlperf.policies.base import ActorCritic, State
+from rlperf.policies.base import ActorCritic, FeedForwardActorCritic, State
 from rlperf.ppo.async_rollout import AsyncCollector
+from rlperf.ppo.device_rollout import DeviceRollout, device_rollout_applies
 from rlperf.ppo.fused_rollout import FusedStep, make_fused
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer
 from rlperf.ppo.samplers import PackedTableSampler, RowSampler, SegmentSampler
@@ -170,6 +173,9 @@ def make_collectors(
     """
     if cfg.env.asynchronous:
         return AsyncCollector(buffer, policy, env, spec, prof, episodes), PolicyStep(buffer, policy)
+    if device_rollout_applies(cfg, env, spec, policy, teacher):
+        assert isinstance(env, DeviceVecEnv) and isinstance(policy, FeedForwardActorCritic)
+        return DeviceRollout(buffer, env, policy, prof, episodes), PolicyStep(buffer, policy)
     whole, fused_step = make_fused(cfg, env, spec, policy, buffer, teacher, prof, episodes)
     return whole, fused_step if fused_step is not None else PolicyStep(buffer, policy)
 

@@ -4,7 +4,8 @@ Per-step data lives in ``(T, N, ...)`` tensors on the training device, observati
 dtype and shape (``uint8`` images stay ``uint8``; see ``envs/spec.py``). Rewards, terminations
 and truncations come from the environment on the host; they are kept in host arrays during the
 rollout and moved to the device once per rollout (:meth:`RolloutBuffer.finish`) instead of once
-per step: on CUDA that is one transfer instead of T.
+per step: on CUDA that is one transfer instead of T. An env on the device writes them into
+device tensors instead (:meth:`RolloutBuffer.env_outputs`, ``ppo/device_rollout.py``).
 
 Slot ``T`` of the observation (and of the done flag and action mask) is ``next_obs``: the
 observation after the last step, which the next rollout starts from.
@@ -75,6 +76,7 @@ class RolloutBuffer:
         self.rewards_host = np.zeros(shape, dtype=np.float32)
         self.terminations_host = np.zeros(shape, dtype=np.float32)
         self.truncations_host = np.zeros(shape, dtype=np.float32)
+        self._env_outputs: tuple[torch.Tensor, ...] | None = None  # env_outputs()'s
         self.masks = self.next_mask = self.mask_slots = None
         if spec.has_mask:
             width = action.mask_width
@@ -259,8 +261,22 @@ class RolloutBuffer:
         for stored, s in zip(self.states, state, strict=True):
             stored[index] = s[pick]
 
+    def env_outputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rewards, terminations, truncations (T, N) float32 on the training device, for an
+        env on the device to write each step: on the CPU views of the host arrays, elsewhere
+        device tensors that :meth:`finish` returns from the first call on (no host copy)."""
+        if self._env_outputs is None:
+            arrays = (self.rewards_host, self.terminations_host, self.truncations_host)
+            self._env_outputs = tuple(
+                torch.from_numpy(a) if self._on_cpu else torch.zeros(a.shape, device=self.device)
+                for a in arrays
+            )
+        return self._env_outputs  # type: ignore[return-value]
+
     def finish(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rewards, terminations, truncations (T, N) as device tensors (CPU: no copy)."""
+        if self._env_outputs is not None:
+            return self._env_outputs  # type: ignore[return-value]
         arrays = (self.rewards_host, self.terminations_host, self.truncations_host)
         tensors = tuple(torch.from_numpy(a) for a in arrays)
         if not self._on_cpu:

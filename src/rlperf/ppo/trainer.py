@@ -111,7 +111,7 @@ class Trainer:
             cfg.run.adapt_threads and self.device.type == "cpu",
             self.rollout_threads,
         )
-        self.env = make_env(cfg.env, seed, trainer_threads=self.rollout_threads)
+        self.env = make_env(cfg.env, seed, self.rollout_threads, self.device)
         obs, reset_infos = self.env.reset(seed=seed)
         self.spec = env_spec(cfg, self.env, reset_infos)
         # Observation/reward normalisation after each step, over the batch (envs/normalize.py).
