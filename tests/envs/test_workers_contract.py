@@ -380,7 +380,7 @@ def test_a_script_without_the_main_guard_is_told_so(tmp_path):
     run = run_script(tmp_path / "no_guard.py", SCRIPT + "main()\n")
     assert run.returncode != 0 and "stepped" not in run.stdout
     last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("rlperf.envs.workers.pool.WorkerError: env worker"), run.stderr
+    assert last.startswith("rlperf.envs.workers.faults.WorkerError: env worker"), run.stderr
     assert "no 'if __name__ == \"__main__\":' guard" in last, run.stderr
 
 

@@ -32,190 +32,77 @@ so with ``W`` workers they equal ``W`` serial envs seeded that way (one worker: 
 ``np_random_seed`` is the last reset's seed (for a gym id the sub-envs' seeds, as gymnasium's
 ``SyncVectorEnv`` and the serial backend give them).
 
-Processes start with ``forkserver`` (``docs/workers.md``): never ``fork`` from a trainer whose
-torch and OpenMP threads are running (a forked child inherits their locks, not the threads).
-A failing worker raises :class:`WorkerError` in the parent on the next wait, naming the worker,
-its envs and the env's error; a killed worker is seen at once through its process sentinel. A
-script that builds the env without an ``if __name__ == "__main__":`` guard is named as such: the
-worker re-importing it finds itself building an env and exits with :data:`MAIN_GUARD_EXIT`.
+The parent's side, by concern: ``probe.py`` (the env's shape, before any worker starts),
+``processes.py`` (starting from ``forkserver``, shutting down), ``signalling.py`` (the hand-over of
+a step), ``faults.py`` (a worker's error or death as one line, :class:`WorkerError`),
+``rows.py`` (batches of rows in the shared block, actions in, infos out) and ``round_trips.py``
+(state, teacher and render: a command to every worker at once). This module puts them together
+behind gymnasium's vector API.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
-import sys
-import threading
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
-from multiprocessing.connection import Connection, wait
-from typing import Any, cast
+from multiprocessing.connection import wait
+from typing import Any
 
 import numpy as np
-from gymnasium import spaces
-from gymnasium.error import ClosedEnvironmentError
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlperf.envs.contract import ActionCheck, final_obs_rows
-from rlperf.envs.registry import GYM_PREFIX, check_env_name, factory_of, make_vec
-from rlperf.envs.spec import ACTION_MASK_KEY, read_action_mask
+from rlperf.envs.contract import final_obs_rows
+from rlperf.envs.registry import GYM_PREFIX, check_env_name, factory_of
+from rlperf.envs.spec import ACTION_MASK_KEY
 from rlperf.envs.workers import worker
+from rlperf.envs.workers.faults import (
+    MAIN_GUARD_EXIT,
+    ApiUsageError,
+    EnvClosedError,
+    WorkerError,
+    exit_missing_main_guard,
+)
 from rlperf.envs.workers.layout import (
-    GET_STATE,
     HAS_EPISODE,
     HAS_EXTRA,
     HAS_FINAL_INFO,
     HAS_FINAL_OBS,
     HAS_FINAL_OBS_ROWS,
     PROMOTED_KEY,
-    RENDER,
     RESET,
-    SET_STATE,
     STEP,
-    TEACHER,
-    EnvShape,
     InfoField,
-    Path,
-    assemble,
     env_layout,
-    leaf_name,
-    leaf_of,
-    space_leaves,
 )
-
-START_METHOD = "forkserver"
-# Spin this long for a result (and, in a worker, for a command) before blocking on the pipe.
-# 0: block at once. On 2 cores shared by the trainer and 2 workers any spin took a core from
-# the process that had work (docs/workers.md); with spare cores a few microseconds may pay.
-DEFAULT_SPIN_US = 0.0
-START_TIMEOUT_S = 120.0
-JOIN_TIMEOUT_S = 1.0
-# A worker's exit status when it finds itself building an env while re-importing the user's
-# script: the script lacks its main guard (see _exit_missing_main_guard).
-MAIN_GUARD_EXIT = 86
-MAIN_GUARD_MESSAGE = (
-    "the script that builds MultiprocessVecEnv has no 'if __name__ == \"__main__\":' guard: "
-    "each worker process (started with forkserver) imports the script again, and without the "
-    "guard it builds the env again instead of stepping its share; put the code that builds and "
-    "runs the env under that guard"
+from rlperf.envs.workers.probe import probe
+from rlperf.envs.workers.processes import START_TIMEOUT_S, shutdown
+from rlperf.envs.workers.processes import context as _context
+from rlperf.envs.workers.round_trips import WorkerRoundTrips, WorkersTeacher
+from rlperf.envs.workers.rows import (
+    ActionRows,
+    RowBatch,
+    combine_infos,
+    copy_tree,
+    merge_infos,
+    retype_first,
 )
+from rlperf.envs.workers.signalling import DEFAULT_SPIN_US
+
+__all__ = [
+    "MAIN_GUARD_EXIT",
+    "ApiUsageError",
+    "EnvClosedError",
+    "MultiprocessVecEnv",
+    "WorkerError",
+    "WorkersTeacher",
+    "check_worker_sizes",
+]
 
 
-class WorkerError(RuntimeError):
-    """A worker's env raised, or a worker died; the message is one line naming it."""
-
-
-class ApiUsageError(RuntimeError):
-    """``send``/``recv``/``step`` called out of order."""
-
-
-class EnvClosedError(ApiUsageError, ClosedEnvironmentError):
-    """A call on a closed env: gymnasium's error for it, and an :class:`ApiUsageError`."""
-
-
-def probe(env_name: str, options: dict[str, Any]) -> EnvShape:
-    """Build one env in this process to learn its spaces, rows per env, capabilities and the
-    numeric ``infos`` keys (and rewards dtype) of a reset and of one step of sampled actions.
-
-    Raises:
-        UnsupportedSpaceError: a space the shared block cannot hold (``layout.space_leaves``).
-    """
-    env = make_vec(env_name, 1, **options)
-    try:
-        _, reset_infos = env.reset(seed=0)
-        space_leaves(env.single_observation_space, "observation")
-        space_leaves(env.single_action_space, "action")
-        env.action_space.seed(0)
-        rows = int(env.num_envs)
-        _, rewards, _, _, step_infos = env.step(env.action_space.sample())
-        infos = _numeric_infos(reset_infos, rows)
-        infos.update(_numeric_infos(step_infos, rows))  # a step's dtype where they differ
-        final_infos = _numeric_infos(step_infos, rows)
-        final_infos.update(_numeric_infos(step_infos.get("final_info", {}), rows))
-        return EnvShape(
-            rows_per_env=rows,
-            observation_space=env.single_observation_space,
-            action_space=env.single_action_space,
-            has_mask=read_action_mask(env, reset_infos) is not None,
-            has_teacher=callable(getattr(env, "make_teacher", None)),
-            has_state=callable(getattr(env, "get_state", None)),
-            rewards_dtype=np.asarray(rewards).dtype.str,
-            infos=tuple(infos.values()),
-            final_infos=tuple(final_infos.values()),
-            render_mode=env.render_mode,
-        )
-    finally:
-        env.close()
-
-
-# infos keys the workers carry in their own arrays (or, for the mask, the env's mask array).
-CONTRACT_KEYS = frozenset({"final_obs", "final_info", "episode", ACTION_MASK_KEY})
-
-
-def _numeric_infos(infos: dict[str, Any], rows: int) -> dict[str, InfoField]:
-    """The entries of ``infos`` with one number (or fixed-shape numeric array) per row, other
-    than the contract's own keys and the ``_key`` masks."""
-    fields = {}
-    for key, value in infos.items():
-        if key.startswith("_") or key in CONTRACT_KEYS or not isinstance(value, np.ndarray):
-            continue
-        if value.dtype.kind in "biuf" and value.ndim >= 1 and value.shape[0] == rows:
-            fields[key] = InfoField(key, tuple(value.shape[1:]), value.dtype.str,
-                                    f"_{key}" in infos)  # fmt: skip
-    return fields
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    """The forkserver context; its server is started with one OpenMP/BLAS thread so that the
-    numpy it preloads (and every worker forked from it) never starts a thread pool, and with
-    SIGTERM ignored (:func:`_sigterm_ignored_in_children`)."""
-    ctx = multiprocessing.get_context(START_METHOD)
-    ctx.set_forkserver_preload(["rlperf.envs.workers.worker", "rlperf.envs"])
-    saved = {name: os.environ.get(name) for name in worker.THREAD_VARS}
-    os.environ.update({name: "1" for name in worker.THREAD_VARS})
-    try:
-        from multiprocessing import forkserver
-
-        with _sigterm_ignored_in_children():
-            forkserver.ensure_running()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name)
-            else:
-                os.environ[name] = value
-    return ctx
-
-
-@contextmanager
-def _sigterm_ignored_in_children() -> Iterator[None]:
-    """Inside: processes started here ignore SIGTERM, and this one loses none that arrives.
-
-    The forkserver ignores SIGINT but not SIGTERM, which reaches the whole process group
-    (``timeout``, SLURM, torch's agent): its death would end every worker's sentinel while the
-    trainer finishes its iteration. An ignored signal stays ignored across exec (a blocked one
-    does not: the server's mask is reset). Blocked here meanwhile, a SIGTERM arriving inside
-    stays pending (Linux queues a blocked signal even while it is ignored) and reaches this
-    process's own handler when the mask is restored.
-    """
-    if threading.current_thread() is not threading.main_thread():  # signal() is main-only
-        yield
-        return
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    handler = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-class MultiprocessVecEnv(VectorEnv):
+class MultiprocessVecEnv(WorkerRoundTrips, VectorEnv):
     """``num_envs`` copies of ``env_name`` in ``num_workers`` processes.
 
     Args:
@@ -266,7 +153,7 @@ class MultiprocessVecEnv(VectorEnv):
         copy: bool = True,
     ) -> None:
         if getattr(multiprocessing.current_process(), "_inheriting", False):
-            _exit_missing_main_guard()
+            exit_missing_main_guard()
         check_env_name(env_name)
         options = dict(options or {})
         check_worker_sizes(num_envs, num_workers, batch_size)
@@ -320,7 +207,7 @@ class MultiprocessVecEnv(VectorEnv):
         self.closed = False
         self._local: worker.WorkerLoop | None = None  # worker 0 when inline
         self._local_code = worker.DONE
-        self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._commands,
+        self._finalizer = weakref.finalize(self, shutdown, self._processes, self._commands,
                                            self._results, self._controls)  # fmt: skip
         if inline:
             self._start_inline(layout, options)
@@ -414,86 +301,6 @@ class MultiprocessVecEnv(VectorEnv):
                     waiting.discard(w)
                 elif not self._processes[w].is_alive():
                     self._fail_dead(w)
-
-    def _describe(self, w: int) -> str:
-        lo = w * self.envs_per_worker
-        where = "inline, " if w == 0 and self._local is not None else ""
-        envs = f"envs {lo}..{lo + self.envs_per_worker - 1} of {self.env_name}"
-        return f"env worker {w} ({where}{envs})"
-
-    def _fail(self, w: int, error: dict[str, str], doing: str) -> None:
-        self.close()
-        raise WorkerError(
-            f"{self._describe(w)} failed {doing}: {error['type']}: {error['message']} "
-            f"(at {error['where']})"
-        )
-
-    def _fail_dead(self, w: int) -> None:
-        process = self._processes[w]
-        process.join(JOIN_TIMEOUT_S)
-        code = process.exitcode
-        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
-        self.close()
-        if code == MAIN_GUARD_EXIT:
-            raise WorkerError(f"{self._describe(w)} died: {MAIN_GUARD_MESSAGE}")
-        raise WorkerError(f"{self._describe(w)} died ({how})")
-
-    # -- signalling ----------------------------------------------------------------------
-    def _signal(self, workers: list[int], command: int) -> None:
-        local = self._local is not None and 0 in workers
-        sent, fds = self._sent, self._command_fds
-        for w in workers:
-            self._command[w] = command
-            sent[w] += 1
-            if not (w == 0 and local):
-                try:  # the byte before the number (see worker.py)
-                    os.write(fds[w], b"c")
-                except OSError:  # EPIPE: the worker is gone
-                    self._fail_dead(w)
-            self._command_seq[w] = sent[w]
-        self._in_flight.extend(workers)
-        if local:  # the others are at work: step the inline share meanwhile
-            self._local_code = cast(worker.WorkerLoop, self._local).execute(command)
-            self._done_seq[0] = self._sent[0]
-
-    def _consume(self, w: int, doing: str) -> None:
-        """Read worker ``w``'s result byte (there, or on its way) and check it."""
-        if w == 0 and self._local is not None:
-            code = self._local_code
-        else:
-            code = os.read(self._result_fds[w], 1)
-        if code == worker.FAILED:
-            self._fail(w, self._controls[w].recv(), doing)
-        if not code:
-            self._fail_dead(w)
-        if self._has[w] & HAS_EXTRA and self._command[w] in (STEP, RESET):
-            self._extras[w] = self._controls[w].recv()  # sent before the result byte
-        else:
-            self._extras[w] = None
-        self._in_flight.remove(w)
-        self._ready.append(w)
-
-    def _wait(self, count: int, doing: str) -> list[int]:
-        """Block until ``count`` in-flight workers are done; returns them, first done first."""
-        ready: list[int] = []
-        done_seq, sent = self._done_seq, self._sent
-        deadline = time.perf_counter() + self._spin_s
-        while True:
-            for w in list(self._in_flight):
-                if done_seq[w] >= sent[w]:
-                    self._consume(w, doing)
-                    ready.append(w)
-            if len(ready) >= count or time.perf_counter() >= deadline:
-                break
-        while len(ready) < count:
-            by_object: dict[Any, int] = {self._results[w]: w for w in self._in_flight}
-            by_object.update({self._processes[w].sentinel: w for w in self._in_flight})
-            for obj in wait(list(by_object)):
-                w = by_object[obj]
-                if w in self._in_flight:  # a worker's pipe and sentinel may both be ready
-                    self._consume(w, doing)
-                    ready.append(w)
-        return ready
 
     # -- gymnasium API -------------------------------------------------------------------
     def reset(
@@ -691,83 +498,7 @@ class MultiprocessVecEnv(VectorEnv):
             retype_first(combined, blocks, promoted, path)
         return combined
 
-    # -- state, teacher, timing ----------------------------------------------------------
-    def _check_all_waiting(self, doing: str) -> None:
-        self._check_open()
-        if len(self._waiting) != self.num_workers:
-            raise ApiUsageError(
-                f"{doing} needs every env waiting for actions (no step in flight); with "
-                "--env-batch-size use send()/recv()"
-            )
-
-    def _round_trip(self, command: int, doing: str) -> None:
-        """``command`` to every worker (all waiting for actions) and wait for all."""
-        self._check_all_waiting(doing)
-        workers = list(range(self.num_workers))
-        self._signal(workers, command)
-        self._wait(self.num_workers, doing)
-        self._ready, self._waiting = [], workers
-
-    def _get_state(self) -> dict[str, Any]:
-        """Every worker's env state (``{"workers": [...]}``), for a checkpoint."""
-        self._round_trip(GET_STATE, "saving its state")
-        return {"workers": [control.recv() for control in self._controls]}
-
-    def _set_state(self, saved: dict[str, Any]) -> None:
-        """Restore states from :meth:`get_state` of an env with the same worker count."""
-        self._check_all_waiting("set_state()")
-        states = saved["workers"]
-        if len(states) != self.num_workers:
-            raise ValueError(
-                f"env state of {len(states)} workers cannot be restored into {self.num_workers}"
-            )
-        for control, state in zip(self._controls, states, strict=True):
-            control.send(state)
-        self._round_trip(SET_STATE, "restoring its state")
-
-    def _make_teacher(self) -> Any:
-        """The env's scripted teacher, run by each worker on its own rows (it reads its env's
-        tables, which live in the worker): ``teacher(obs) -> (num_envs,) int64``."""
-        return WorkersTeacher(self)
-
-    def teacher_actions(self) -> np.ndarray:
-        """Every worker's teacher actions for its current observations, (num_envs,) int64."""
-        self._round_trip(TEACHER, "running the teacher")
-        return self._views["teacher"].copy()
-
-    def render(self) -> tuple[Any, ...] | None:
-        """Every env's frame, as gymnasium's vector envs give them: a tuple of ``num_envs``
-        frames, each worker rendering its share (pickled back on its control channel: for a
-        video, not for every step); None where the env's own render gives None.
-
-        Raises:
-            NotImplementedError: the env does not render (as its serial form raises).
-            RuntimeError: a worker's env failed to draw (one line naming it); the workers stay.
-        """
-        self._check_all_waiting("render()")
-        workers = list(range(self.num_workers))
-        self._signal(workers, RENDER)
-        # Each reply before the result bytes, and every one before any raise: a frame larger
-        # than the socket's buffer holds the worker in its send until this side reads it, and
-        # the worker writes its result byte after that.
-        replies = []
-        for w, control in enumerate(self._controls):
-            try:
-                replies.append(control.recv())
-            except EOFError:  # it died while drawing
-                self._fail_dead(w)
-        self._wait(self.num_workers, "rendering")
-        self._ready, self._waiting = [], workers
-        for w, (error, _) in enumerate(replies):
-            if error is not None:
-                kind = NotImplementedError if error["type"] == "NotImplementedError" else (
-                    RuntimeError)  # fmt: skip
-                raise kind(f"{self._describe(w)} could not render: {error['type']}: "
-                           f"{error['message']} (at {error['where']})")  # fmt: skip
-        if any(frames is None for _, frames in replies):
-            return None
-        return tuple(frame for _, frames in replies for frame in frames)
-
+    # -- timing ----------------------------------------------------------------------------
     def worker_times(self) -> list[dict[str, float]]:
         """Seconds each worker spent executing commands (busy) and waiting for them (idle; 0
         for an inline worker 0)."""
@@ -786,10 +517,6 @@ class MultiprocessVecEnv(VectorEnv):
         """The worker processes' ids (not this process's, for an inline worker 0)."""
         return [p.pid for p in self._processes if p is not None]
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise EnvClosedError("the env is closed: build a new MultiprocessVecEnv")
-
     def close(self, **kwargs: Any) -> None:
         """Stop every worker (end-of-file on its command pipe, then kill);
         ``closed`` is then True and a second call does nothing."""
@@ -799,168 +526,6 @@ class MultiprocessVecEnv(VectorEnv):
         self._finalizer()
         if self._local is not None:
             self._local.env.close()
-
-
-class RowBatch:
-    """The rows of some whole workers in the shared arrays, as ``send``/``recv`` use them at every
-    step. Consecutive workers' rows are a slice and their arrays views made once (no copy): the
-    pool keeps such a batch. Other sets index the rows, which copies at each read.
-
-    Attributes:
-        consecutive: the workers are consecutive (the rows a slice).
-        workers: a slice or index list of the workers (for per-worker control words).
-        rows: a slice or index array of the rows (for assignment).
-        env_ids: the rows' indices, read-only (the batch is kept: callers get a copy).
-    """
-
-    def __init__(self, workers: tuple[int, ...], row_ids: np.ndarray,
-                 views: dict[str, np.ndarray], row_arrays: frozenset[str]) -> None:  # fmt: skip
-        first, count = workers[0], len(workers)
-        self._views = views
-        self.consecutive = workers == tuple(range(first, first + count))
-        self.workers: Any = slice(first, first + count) if self.consecutive else list(workers)
-        self.env_ids = row_ids[self.workers].ravel()
-        self.env_ids.flags.writeable = False
-        self.rows: Any = self.env_ids  # an index array (read-only serves to index)
-        self._cached: dict[str, np.ndarray] | None = None
-        if self.consecutive:
-            self.rows = slice(int(self.env_ids[0]), int(self.env_ids[-1]) + 1)
-            self._cached = {name: array[self.rows] for name, array in views.items()
-                            if name in row_arrays}  # fmt: skip
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        """Array ``name`` at these rows."""
-        if self._cached is not None:
-            return self._cached[name]
-        return self._views[name][self.rows]
-
-    def assemble(self, space: spaces.Space, prefix: str) -> Any:
-        """The batch of ``space`` stored under ``prefix`` (``obs``, ``final_obs``) at these rows:
-        one array, or a tuple/dict of arrays for a Tuple/Dict space (``layout.assemble``)."""
-        if prefix in self._views:  # not a Tuple or Dict: the common case, one lookup
-            return self[prefix]
-        return assemble(space, _Rows(self), prefix)
-
-
-class _Rows:
-    """A :class:`RowBatch` as the mapping ``layout.assemble`` reads."""
-
-    def __init__(self, batch: RowBatch) -> None:
-        self.batch = batch
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.batch[name]
-
-
-class ActionRows:
-    """Writes a batch of actions for some rows into the shared block, each leaf of a Tuple/Dict
-    space into its own array, after ``envs/contract.py``'s :class:`ActionCheck` of a batch of
-    that many rows (the serial envs' check: the same errors on both backends)."""
-
-    def __init__(self, space: spaces.Space, leaves: list[tuple[Path, spaces.Space]],
-                 views: dict[str, np.ndarray]) -> None:  # fmt: skip
-        self.space = space
-        self.leaves = [(views[leaf_name("actions", path)], path) for path, _ in leaves]
-        self.checks: dict[int, ActionCheck] = {}  # by rows: a sync step's and an async batch's
-
-    def write(self, actions: Any, rows: slice | np.ndarray, count: int) -> None:
-        """Check ``actions`` for ``count`` rows (ValueError/TypeError, nothing written) and
-        write them to rows ``rows``."""
-        check = self.checks.get(count)
-        if check is None:
-            check = self.checks[count] = ActionCheck(batch_space(self.space, count), per="row")
-        checked = check(actions)
-        for out, path in self.leaves:
-            out[rows] = leaf_of(checked, path)
-
-
-def copy_tree(value: Any) -> Any:
-    """``value`` with every array copied (dicts and tuples rebuilt, anything else kept)."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: copy_tree(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(copy_tree(v) for v in value)
-    return value
-
-
-def merge_infos(infos: dict[str, Any], extra: dict[str, Any]) -> None:
-    """Add a worker's control-channel entries to the entries of its shared rows (nested dicts
-    such as ``final_info`` merged key by key)."""
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(infos.get(key), dict):
-            infos[key] = dict(infos[key])
-            merge_infos(infos[key], value)
-        else:
-            infos[key] = value
-
-
-def combine_infos(blocks: list[dict[str, Any]], rows: int) -> dict[str, Any]:
-    """One ``infos`` for consecutive blocks of ``rows`` rows each, built as gymnasium's
-    ``VectorEnv._add_info`` builds it from its sub-envs: an entry's array takes the dtype of the
-    first block that has it (zeros, or None for objects, where a block lacks it), and values of
-    later blocks are cast into it."""
-    total, out = rows * len(blocks), cast(dict[str, Any], {})
-    for b, block in enumerate(blocks):
-        _place(out, block, slice(b * rows, (b + 1) * rows), total)
-    return out
-
-
-def retype_first(
-    combined: dict[str, Any],
-    blocks: list[dict[str, Any]],
-    promoted: list[dict[tuple[str, ...], np.dtype]],
-    path: tuple[str, ...],
-) -> None:
-    """Cast the combined entry at ``path`` to the type of the batch's first row that has it, as
-    gymnasium's ``SyncVectorEnv`` types it, when the first block that has the entry kept it wider
-    than that row's type (``promoted[b]``: block b's such entries, ``gym_adapter.InfoTypes``)."""
-    for block, kept in zip(blocks, promoted, strict=True):
-        node: Any = block
-        for key in path:
-            node = node.get(key) if isinstance(node, dict) else None
-        if node is None:
-            continue  # this block lacks the entry: the next one's first row comes first
-        if path in kept:
-            parent = combined
-            for key in path[:-1]:
-                parent = parent[key]
-            parent[path[-1]] = parent[path[-1]].astype(kept[path])
-        return
-
-
-def _place(out: dict[Any, Any], block: dict[Any, Any], rows: slice, total: int) -> None:
-    for key, value in block.items():
-        if isinstance(value, dict):
-            _place(out.setdefault(key, {}), value, rows, total)
-        elif isinstance(value, tuple):  # a Tuple space's final_obs: place each part
-            placed = out.get(key)
-            parts = dict(enumerate(placed)) if isinstance(placed, tuple) else {}
-            _place(parts, dict(enumerate(value)), rows, total)
-            out[key] = tuple(parts[i] for i in range(len(value)))
-        elif isinstance(value, np.ndarray) and value.ndim and len(value) == rows.stop - rows.start:
-            if key not in out:
-                trailing = (total, *value.shape[1:])
-                out[key] = (np.full(trailing, None, object) if value.dtype == object
-                            else np.zeros(trailing, value.dtype))  # fmt: skip
-            out[key][rows] = value
-        else:  # not one entry per row: nothing to place
-            out[key] = value
-
-
-class WorkersTeacher:
-    """The grid teacher over workers: ``teacher(obs)`` with ``obs`` the env's last observation."""
-
-    def __init__(self, env: MultiprocessVecEnv) -> None:
-        self.env = env
-        self.shape = (env.num_envs, *cast(tuple[int, ...], env.single_observation_space.shape))
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if tuple(obs.shape) != self.shape:
-            raise ValueError(f"obs must be the env's observation, shape {self.shape}, got "
-                             f"{tuple(obs.shape)}")  # fmt: skip
-        return self.env.teacher_actions()
 
 
 def check_worker_sizes(num_envs: int, num_workers: int, batch_size: int) -> None:
@@ -975,37 +540,3 @@ def check_worker_sizes(num_envs: int, num_workers: int, batch_size: int) -> None
             f"env_batch_size {batch_size} must be a multiple of the envs per worker "
             f"({num_envs}/{num_workers} = {per_worker}) that divides num_envs {num_envs}"
         )
-
-
-def _exit_missing_main_guard() -> None:
-    """In a worker that is importing the user's script (multiprocessing sets ``_inheriting``
-    then) and reached a MultiprocessVecEnv: the script has no main guard. Say so on stderr and
-    exit with :data:`MAIN_GUARD_EXIT`, which the parent turns into its error message (otherwise
-    the worker would try to start workers of its own and die with exit 1)."""
-    sys.stderr.write(f"rlperf env worker: {MAIN_GUARD_MESSAGE}\n")
-    sys.stderr.flush()
-    os._exit(MAIN_GUARD_EXIT)
-
-
-def _shutdown(processes: list[Any], commands: list[Connection], results: list[Connection],
-              controls: list[Connection]) -> None:  # fmt: skip
-    """Close the command pipes (each worker reads end-of-file and exits), then make sure.
-    An inline worker's slots hold None (and a control that needs no closing)."""
-    processes = [p for p in processes if p is not None]
-    commands = [c for c in commands if c is not None]
-    results = [c for c in results if c is not None]
-    controls = [c for c in controls if isinstance(c, Connection)]
-    for conn in commands:
-        conn.close()
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    for process in processes:
-        process.join(max(deadline - time.monotonic(), 0.0))
-    for process in processes:
-        if process.is_alive():
-            # Not terminate(): workers ignore SIGTERM (worker.run). SIGKILL cannot be ignored,
-            # but the exit status comes through the forkserver: a bounded join, so that a
-            # forkserver that is itself gone cannot hang close().
-            process.kill()
-            process.join(JOIN_TIMEOUT_S)
-    for conn in (*results, *controls):
-        conn.close()
