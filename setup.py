@@ -72,14 +72,25 @@ HEADERS = [
     "src/rlperf/_span_log.h",
 ]
 
+# The LSTM kernel's parts: one translation unit, _lstm_cpu.c, includes each once, in this order.
+LSTM_PARTS = tuple(
+    f"src/rlperf/policies/_lstm_{part}.h" for part in ("net", "forward", "backward", "step")
+)
+
 
 def kernel(
-    name: str, source: str, libraries: list[str], compile_args: list[str] = COMPILE_ARGS
+    name: str,
+    source: str,
+    libraries: list[str],
+    compile_args: list[str] = COMPILE_ARGS,
+    parts: tuple[str, ...] = (),
 ) -> Extension:
+    """One optional extension from one C file; ``parts``: the headers only it includes (the
+    pieces of its one translation unit), rebuilt on change as the shared ``HEADERS`` are."""
     return Extension(
         name,
         [source],
-        depends=HEADERS,
+        depends=[*HEADERS, *parts],
         extra_compile_args=compile_args,
         libraries=libraries,
         extra_link_args=[OPENMP] if OPENMP in compile_args else [],
@@ -91,7 +102,9 @@ setup(
     ext_modules=[]
     if NO_KERNELS
     else [
-        kernel("rlperf.policies._lstm_cpu", "src/rlperf/policies/_lstm_cpu.c", ["m"]),
+        kernel(
+            "rlperf.policies._lstm_cpu", "src/rlperf/policies/_lstm_cpu.c", ["m"], parts=LSTM_PARTS
+        ),
         kernel("rlperf.ppo._loss_cpu", "src/rlperf/ppo/_loss_cpu.c", []),
         kernel("rlperf.ppo._mlp_update_cpu", "src/rlperf/ppo/_mlp_update_cpu.c", ["m"]),
         kernel("rlperf.ppo._rollout_cpu", "src/rlperf/ppo/_rollout_cpu.c", ["m"], EXACT_ARGS),
