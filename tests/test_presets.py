@@ -8,8 +8,9 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
+from test_cli import expect_usage_error
 
-from rlperf.cli import build_parser, config_from_args, main
+from rlperf.cli import build_parser, config_from_args
 from rlperf.config import (
     Config,
     ConfigError,
@@ -27,15 +28,6 @@ def train_config(*flags: str) -> Config:
     """``rlperf train``'s config for ``flags``; ``--policy mlp`` spares building the env to see
     which policy reads it (``fit_policy_to_env``)."""
     return config_from_args(build_parser().parse_args(["train", *flags, "--policy", "mlp"]))
-
-
-def expect_one_line_exit_2(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rlperf: error: "), lines
-    return lines[0]
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -68,8 +60,9 @@ def test_a_preset_outside_its_envs_is_one_line_exit_2_naming_them(
     capsys: pytest.CaptureFixture, tmp_path: Path, flags: list[str], fits: str
 ) -> None:
     run_dir = tmp_path / "run"
-    line = expect_one_line_exit_2(capsys, ["train", *flags, "--run-dir", str(run_dir)])
-    assert f"--preset {flags[1]} fits " in line and fits in line
+    argv = ["train", *flags, "--run-dir", str(run_dir)]
+    line = expect_usage_error(capsys, argv, f"--preset {flags[1]} fits ")
+    assert fits in line
     assert f"not env {flags[3]!r}" in line and ", ".join(GENERIC) in line
     assert not run_dir.exists(), "before any work"
 
@@ -144,8 +137,7 @@ def test_a_bad_preset_file_is_one_line_exit_2(
     path = tmp_path / "preset.json"
     if text is not None:
         path.write_text(text)
-    line = expect_one_line_exit_2(capsys, ["train", "--preset-file", str(path)])
-    assert message in line, line
+    expect_usage_error(capsys, ["train", "--preset-file", str(path)], message)
 
 
 def test_a_preset_file_and_another_preset_disagree(tmp_path: Path) -> None:

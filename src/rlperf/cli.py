@@ -62,7 +62,10 @@ POLICY_DEFAULT = (
 )
 
 # Modules that add subcommands; each has ``register(subparsers)``.
-COMMAND_MODULES = ("rlperf.profiling.commands", "rlperf.bench.commands", "rlperf.run.commands")
+COMMAND_MODULES = (
+    "rlperf.profiling.commands", "rlperf.bench.commands", "rlperf.run.commands",
+    "rlperf.tune.commands",
+)  # fmt: skip
 
 # Settings that may change when resuming; any other explicit flag must match the checkpoint.
 RESUMABLE_OVERRIDES = {
