@@ -18,7 +18,7 @@ from rlperf.timing.sections import Profiler
 
 
 def torch_config(
-    env: str = "cartpole", num_envs: int = 6, num_steps: int = 16, **options: int
+    env: str = "cartpole", num_envs: int = 6, num_steps: int = 16, **options: int | str
 ) -> Config:
     """A seconds-long CPU run on the torch backend: 4 iterations, a (16, 16) MLP."""
     cfg = Config()
@@ -88,7 +88,11 @@ def test_device_rollout_equals_the_trainers_loop_on_the_host_api() -> None:
 COMPILE_BACKEND = "aot_eager"
 
 
-@pytest.mark.parametrize("env, options", [("cartpole", {"max_episode_steps": 5}), ("catch", {})])
+@pytest.mark.parametrize(
+    "env, options",
+    [("cartpole", {"max_episode_steps": 5, "observe": "position"}), ("catch", {})],
+    ids=["cartpole-limit5-position", "catch"],
+)
 def test_the_step_compiles_whole_and_gives_the_eager_results(env: str, options: dict) -> None:
     torch._dynamo.reset()
     cfg = torch_config(env, num_envs=4, num_steps=8, **options)

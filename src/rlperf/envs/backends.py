@@ -6,7 +6,9 @@ the env in this process (``make_vec``), ``multiprocess`` builds a
 ``--env-batch-size``, ``envpool`` an :class:`~rlperf.envs.envpool_backend.EnvPoolVecEnv`
 (EnvPool's C++ threads, in this process; in batches with ``--env-batch-size``), ``mujoco`` a
 :class:`~rlperf.envs.mujoco_batch.MujocoBatchVecEnv` (MuJoCo's batch threads, in this
-process), ``auto`` the ``mujoco`` one where it steps the env and ``serial`` elsewhere
+process), ``torch`` the env's torch version on the training device
+(:mod:`rlperf.envs.device`: cartpole and catch), ``auto`` the ``mujoco`` one where it steps the
+env, the ``torch`` one on CUDA where the env has one, and ``serial`` elsewhere
 (:func:`resolve_backend`). All come back reset with ``seed`` and follow the same vector-env
 contract, except that the workers' arrays are views of their shared memory (``copy=False``):
 the trainer copies them into its rollout buffer before the next step.
@@ -16,9 +18,10 @@ from __future__ import annotations
 
 import os
 
+import torch
 from gymnasium.vector import VectorEnv
 
-from rlperf.config import EnvConfig
+from rlperf.config import ConfigError, EnvConfig
 from rlperf.cores import usable_cores
 from rlperf.envs.registry import make_vec
 
@@ -40,27 +43,36 @@ def worker_spin_us(cfg: EnvConfig, trainer_threads: int) -> float:
     return AUTO_SPIN_US if processes <= usable_cores() else 0.0
 
 
-def resolve_backend(cfg: EnvConfig) -> str:
+def resolve_backend(cfg: EnvConfig, device: str | torch.device = "cpu") -> str:
     """``cfg.backend``, with ``auto`` resolved: ``mujoco`` where MuJoCo's batch steps the env
-    (one of its ids, no wrappers, MuJoCo >= 4), else ``serial``."""
+    (one of its ids, no wrappers, MuJoCo >= 4), ``torch`` where the training ``device`` is CUDA
+    and the env has a torch version (no copy to the host a step), else ``serial``."""
     if cfg.backend != "auto":
         return cfg.backend
+    from rlperf.envs.device import has_device_env
     from rlperf.envs.mujoco_batch import batch_steps
 
+    if str(device).startswith("cuda") and has_device_env(cfg.env):
+        return "torch"
     return "mujoco" if batch_steps(cfg.env, cfg.options) else "serial"
 
 
-def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> VectorEnv:
+def make_env(
+    cfg: EnvConfig,
+    seed: int | None,
+    trainer_threads: int = 1,
+    device: str | torch.device = "cpu",
+) -> VectorEnv:
     """The vector env ``cfg`` describes, reset with ``seed``; ``trainer_threads`` is the
     trainer's torch thread count while the envs step, its rollout's (for the automatic
-    ``--worker-spin-us``).
+    ``--worker-spin-us``); ``device`` the training device (where a torch env steps).
 
     Raises:
         ConfigError: the backend settings cannot run here (checked before any process starts).
     """
     cfg.validate_backend()
     if cfg.backend != "multiprocess":
-        return make_one(cfg, cfg.num_envs, seed, cfg.env_batch_size)
+        return make_one(cfg, cfg.num_envs, seed, cfg.env_batch_size, device)
     from rlperf.envs.workers import MultiprocessVecEnv
 
     return MultiprocessVecEnv(
@@ -80,17 +92,32 @@ def make_env(cfg: EnvConfig, seed: int | None, trainer_threads: int = 1) -> Vect
 
 
 def make_one(
-    cfg: EnvConfig, num_envs: int = 1, seed: int | None = None, batch_size: int = 0
+    cfg: EnvConfig,
+    num_envs: int = 1,
+    seed: int | None = None,
+    batch_size: int = 0,
+    device: str | torch.device = "cpu",
 ) -> VectorEnv:
     """``num_envs`` envs as ``cfg`` describes them, in this process: EnvPool's with
     ``--vec-backend envpool`` (its ids, options and preprocessing; in batches of
-    ``batch_size`` envs where set), else the serial env that every worker builds its share as.
-    For reading the env's spaces without starting workers.
+    ``batch_size`` envs where set), the torch version on ``device`` with ``torch``, else the
+    serial env that every worker builds its share as. For reading the env's spaces without
+    starting workers.
 
     Raises:
-        ConfigError, UnknownEnvError, EnvOptionError: as :func:`make_env` (one line).
+        ConfigError, UnknownEnvError, EnvOptionError: as :func:`make_env` (one line);
+            ConfigError for ``--vec-backend torch`` with an env that has no torch version.
     """
-    backend = resolve_backend(cfg)
+    backend = resolve_backend(cfg, device)
+    if backend == "torch":
+        from rlperf.envs.device import DEVICE_ENVS, make_device_vec
+
+        if cfg.env not in DEVICE_ENVS:
+            raise ConfigError(
+                f"--vec-backend torch steps the envs that have a torch version "
+                f"({', '.join(DEVICE_ENVS)}), not {cfg.env!r}"
+            )
+        return make_device_vec(cfg.env, num_envs, device, seed, **cfg.options)
     if backend == "envpool":
         from rlperf.envs.envpool_backend import make_envpool_vec
 
