@@ -58,10 +58,11 @@ def assert_infos_equal(got: dict, want: dict, where: str) -> None:
         np.testing.assert_array_equal(got[key], want[key], err_msg=f"{key} {where}")
 
 
-@pytest.mark.parametrize(("task", "steps", "limit"), CASES, ids=[c[0] for c in CASES])
-def test_equals_gymnasium_step_for_step(task: str, steps: int, limit: int | None) -> None:
+def lockstep(task: str, steps: int, options: dict, dtype: type = np.float32) -> tuple[int, int]:
+    """Steps 3 envs of ``task`` here and in gymnasium's vector env, with the same seeds and
+    random actions of ``dtype``, asserting equal results at every step; returns the number of
+    terminations and truncations crossed."""
     n, seed = 3, 7
-    options = {} if limit is None else {"max_episode_steps": limit}
     ref, ref_obs, ref_info = gymnasium_vec(task, n, seed, **options)
     env = make_mujoco_vec(f"gym:{task}", n, seed=seed, batch_threads=2, **options)
     obs, info = env.reset(seed=seed)
@@ -70,7 +71,7 @@ def test_equals_gymnasium_step_for_step(task: str, steps: int, limit: int | None
     rng = np.random.default_rng(0)
     terminations = truncations = 0
     for t in range(steps):
-        actions = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
+        actions = rng.uniform(-1, 1, env.action_space.shape).astype(dtype)
         got = env.step(actions)
         want = ref.step(actions)
         for name, a, b in zip(("obs", "reward", "terminated", "truncated"), got[:4], want[:4],
@@ -86,17 +87,43 @@ def test_equals_gymnasium_step_for_step(task: str, steps: int, limit: int | None
                 np.testing.assert_array_equal(info["final_obs"][i], ref_info["final_obs"][i])
             assert_infos_equal(info["final_info"], ref_info["final_info"], f"final at step {t}")
         assert_infos_equal(info, ref_info, f"at step {t}")
-    assert truncations > 0, "the test must cross a time limit"
-    assert (terminations > 0) != (task in NEVER_TERMINATE), terminations
     env.close()
     ref.close()
+    return terminations, truncations
 
 
-def test_options_reach_gymnasium() -> None:
-    env = make_mujoco_vec("gym:HalfCheetah-v5", 2, seed=0, ctrl_cost_weight=0.5)
-    ref, _, _ = gymnasium_vec("HalfCheetah-v5", 2, 0, ctrl_cost_weight=0.5)
-    a = np.full(env.action_space.shape, 0.5, dtype=np.float32)
-    np.testing.assert_array_equal(env.step(a)[1], ref.step(a)[1])
+@pytest.mark.parametrize(("task", "steps", "limit"), CASES, ids=[c[0] for c in CASES])
+def test_equals_gymnasium_step_for_step(task: str, steps: int, limit: int | None) -> None:
+    options = {} if limit is None else {"max_episode_steps": limit}
+    terminations, truncations = lockstep(task, steps, options)
+    assert truncations > 0, "the test must cross a time limit"
+    assert (terminations > 0) != (task in NEVER_TERMINATE), terminations
+
+
+@pytest.mark.parametrize(
+    ("task", "options"),
+    [
+        ("HalfCheetah-v5", {"ctrl_cost_weight": 0.5, "max_episode_steps": 20}),
+        ("Swimmer-v5", {"exclude_current_positions_from_observation": False}),
+        ("Ant-v5", {"include_cfrc_ext_in_observation": False, "main_body": "torso",
+                    "exclude_current_positions_from_observation": False,
+                    "contact_force_range": (-0.5, 0.5)}),
+        ("Ant-v5", {"terminate_when_unhealthy": False, "healthy_z_range": (0.5, 0.6)}),
+        ("Humanoid-v5", {"include_cinert_in_observation": False, "contact_cost_weight": 1e-3,
+                         "include_cvel_in_observation": False, "max_episode_steps": 20}),
+        ("HumanoidStandup-v5", {"include_qfrc_actuator_in_observation": False,
+                                "impact_cost_range": (-1.0, 1.0)}),
+        ("InvertedDoublePendulum-v5", {"healthy_reward": 5}),  # an int: reward_survive stays int
+        ("InvertedPendulum-v5", {"reset_noise_scale": 0.1}),
+        ("Reacher-v5", {"reward_control_weight": 0.5, "reward_dist_weight": 2}),
+        ("Pusher-v5", {"reward_near_weight": 1.0, "max_episode_steps": 20}),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_options_and_action_dtypes_reach_gymnasium(task: str, options: dict, dtype: type) -> None:
+    """gymnasium's keywords mean what they mean to gymnasium.make, and float64 actions keep
+    the control costs in float64 as there."""
+    lockstep(task, 40, options, dtype)
 
 
 @pytest.mark.parametrize("task", ["Hopper-v5", "Ant-v5"])  # Ant: one MjData per env (contacts)
