@@ -361,7 +361,8 @@ def build_trainer(
         cfg.run.progress = cfg.run.progress and ranks.is_main
     # Every rank has its config now: the main one its own, the others the broadcast one.
     trainer = Trainer(cast(Config, cfg), profiler=profiler, ranks=ranks)
-    for note in trainer.notes if ranks.is_main else ():  # the device chosen, CUDA graphs
+    # Start lines: the device chosen, CUDA graphs, bf16 on a CPU without native bf16.
+    for note in trainer.notes if ranks.is_main else ():
         print(f"rlperf: {note}", file=sys.stderr)
     if payload is not None:
         trainer.load(payload)

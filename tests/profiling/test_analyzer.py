@@ -99,6 +99,7 @@ def test_synchronous_envpool_is_told_about_batches(report_factory):
 def test_a_float32_cnn_update_is_told_about_bf16(report_factory):
     report = report_factory([("update", 7.0, 10), ("update/backward", 5.0, 160)])
     report["run"]["config"]["policy"]["kind"] = "cnn"
+    report["run"]["cpu_bf16"] = True  # a CPU that computes bf16 natively (else no such advice)
     assert "--precision bf16" in analyze(report)["largest_leaf"]["advice"]
     report["run"]["config"]["ppo"]["precision"] = "bf16"  # taken already: the general advice
     assert "larger minibatches" in analyze(report)["largest_leaf"]["advice"]

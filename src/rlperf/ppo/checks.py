@@ -108,3 +108,18 @@ def check_config(cfg: Config, world_size: int = 1) -> None:
         make_teacher_phase(env, cfg.env.env, spec, cfg.teacher, torch.device("cpu"), Profiler())
     finally:
         env.close()
+
+
+def precision_note(cfg: Config, device: torch.device) -> str | None:
+    """A start line where ``--precision bf16`` runs on a CPU that does not compute bf16
+    natively (no AVX512-BF16 or AMX-BF16, no Arm BF16: ``rlperf/cpu_features.py``), where bf16
+    autocast converts every operand and runs slower than float32; None elsewhere."""
+    from rlperf.cpu_features import cpu_computes_bf16
+
+    if cfg.ppo.precision != "bf16" or device.type != "cpu" or cpu_computes_bf16() is not False:
+        return None
+    return (
+        "--precision bf16 on a CPU without native bf16 (no AVX512-BF16 or AMX-BF16): autocast "
+        "converts every operand to float32 and back, slower than float32 itself: "
+        "--precision fp32 is the faster choice on this machine"
+    )

@@ -60,7 +60,7 @@ from rlperf.ppo.build import (
     setup_process,
     whole_update,
 )
-from rlperf.ppo.checks import check_fit, env_spec
+from rlperf.ppo.checks import check_fit, env_spec, precision_note
 from rlperf.ppo.cuda_graphs import make_minibatch_step, minibatch_updates
 from rlperf.ppo.device_choice import choose_device
 from rlperf.ppo.gae import gae
@@ -136,7 +136,7 @@ class Trainer:
         self.update_impl.grad_allreduce = ranks.grad_allreduce
         # On CUDA, the minibatch step as a CUDA graph where one applies (ppo/cuda_graphs.py).
         self.minibatch_step, graphs_note = make_minibatch_step(cfg, self.update_impl, ranks)
-        self.notes = [n for n in (device_note, graphs_note) if n]  # start lines for the command
+        self.notes = [n for n in (device_note, graphs_note, precision_note(cfg, self.device)) if n]
         self.state = self.policy.initial_state(self.rows)
         self.buffer = RolloutBuffer(cfg.ppo.num_steps, self.rows, self.spec, self.device,
                                     self.state, cfg.ppo.bptt_horizon, teacher=teacher)  # fmt: skip

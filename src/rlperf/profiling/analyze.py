@@ -206,7 +206,8 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
         )
     if phase == "update":
         kind = _setting(report, "policy", "kind")
-        if kind == "cnn" and _setting(report, "ppo", "precision") in (None, "fp32"):
+        fp32 = _setting(report, "ppo", "precision") in (None, "fp32")
+        if kind == "cnn" and fp32 and bf16_pays(report):
             return (
                 f"{head}: the CNN's convolutions are the update's arithmetic; --precision bf16 "
                 "runs them under bf16 autocast (1.56x on the Atari update on a CPU with "
@@ -239,6 +240,21 @@ def advice(entry: Scored, report: dict[str, Any]) -> str:
     if phase == "rollout":
         return f"{head}: see its children (policy forward, env step) for where it goes."
     return f"{head}: a user section; time its parts with nested `rlperf.profile(...)` blocks."
+
+
+def bf16_pays(report: dict[str, Any]) -> bool:
+    """Whether bf16 autocast can speed the report's run up: on CUDA, or on a CPU that computes
+    bf16 natively (the report's ``cpu_bf16``; a report from before it was recorded: this
+    machine's, ``rlperf/cpu_features.py``). Without native bf16 it runs slower than float32."""
+    run = report.get("run", {})
+    if str(run.get("device", "cpu")).startswith("cuda"):
+        return True
+    native = run.get("cpu_bf16")
+    if native is None:
+        from rlperf.cpu_features import cpu_computes_bf16
+
+        native = cpu_computes_bf16()
+    return bool(native)
 
 
 def _run_gpu(report: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,7 +10,8 @@ One JSON object::
         "env": "cartpole", "device": "cpu", "threads": 2, "config": {...Config.to_dict()...},
         "rlperf": "0.1.0", "python": "3.11.9", "torch": "2.13.0+cpu", "numpy": "2.4.0",
         "gymnasium": "1.4.0", "git_commit": "969c068..." | null, "git_dirty": false | null,
-        "cpu_model": "AMD EPYC ...", "cpu_count": 2, "hostname": "..."
+        "cpu_model": "AMD EPYC ...", "cpu_bf16": true | false | null, "cpu_count": 2,
+        "hostname": "..."
       },
       "totals": {"steps": 98304, "iterations": 48, "wall_s": 2.1, "sps": 51000.0,
                  "sps_windowed": 50500.0, "untimed_s": 0.003},
@@ -47,6 +48,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rlperf.cpu_features import cpu_computes_bf16
 from rlperf.timing.stats import SectionStats
 
 SCHEMA = "rlperf.report/1"
@@ -127,6 +129,7 @@ def run_metadata(summary: dict[str, Any], config: dict[str, Any]) -> dict[str, A
         "git_commit": commit,
         "git_dirty": None if status is None else bool(status),
         "cpu_model": _cpu_model(),
+        "cpu_bf16": cpu_computes_bf16(),  # native bf16 arithmetic (None: unknown)
         "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
     }
