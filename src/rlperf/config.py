@@ -571,8 +571,9 @@ def preset(name: str, env: str | None = None) -> Config:
 
 
 # Keys of a preset file besides the config's sections: the preset it starts from, and free
-# text (or any JSON) about where its settings came from, which training ignores.
-PRESET_FILE_KEYS = ("preset", "about")
+# text (or any JSON) about where its settings came from, which training ignores; a run's
+# config.json, read as a preset file, also has what that run resolved (run/training_log.py).
+PRESET_FILE_KEYS = ("preset", "about", "resolved")
 
 
 @dataclass

@@ -272,3 +272,25 @@ def run_facts(
         "gloo_io": ranks.gloo_io,
         "grad_exchange": ranks.grad_exchange,
     }
+
+
+def resolved_settings(trainer: Any) -> dict[str, Any]:
+    """What a :class:`~rlperf.ppo.trainer.Trainer` runs with where the config leaves it to the
+    machine or rounds it: the env backend (``--vec-backend auto``'s choice), the device, the
+    torch threads of the update and of the rollout, and the steps: ``--total-steps`` rounded
+    down to whole iterations (a rollout of every env's ``--num-steps`` on every rank), which
+    is all PPO can run. ``config.json``'s ``resolved`` block; call it as the run starts."""
+    from rlperf.envs.backends import resolve_backend
+
+    cfg, per_iteration = trainer.cfg, int(trainer.steps_per_iteration)
+    iterations = cfg.run.total_steps // per_iteration
+    return {
+        "vec_backend": resolve_backend(cfg.env, trainer.device),
+        "device": str(trainer.device),
+        "threads": trainer.update_threads,
+        "rollout_threads": trainer.rollout_threads,
+        "ranks": trainer.ranks.world_size,
+        "steps_per_iteration": per_iteration,
+        "iterations": iterations,
+        "total_steps": iterations * per_iteration,
+    }

@@ -56,6 +56,7 @@ from rlperf.ppo.build import (
     make_sampler,
     make_update,
     phase_threads,
+    resolved_settings,
     run_facts,
     setup_process,
     whole_update,
@@ -287,7 +288,7 @@ class Trainer:
         sec, every = self.prof.section, self.cfg.run.checkpoint_every
         log = TrainingLog(
             self.cfg, self.prof, run_dir if self.ranks.is_main else None, resumed,
-            self.iteration, *self.prior_counted, self.telemetry,
+            self.iteration, *self.prior_counted, self.telemetry, resolved_settings(self),
         )  # fmt: skip
         checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
         log.start(self.global_step)

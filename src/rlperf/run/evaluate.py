@@ -56,7 +56,6 @@ from gymnasium.error import DependencyNotInstalled
 from gymnasium.vector import VectorEnv
 
 from rlperf.config import Config, ConfigError
-from rlperf.envs.backends import resolve_backend
 from rlperf.envs.normalize import Normalizer
 from rlperf.envs.registry import GYM_PREFIX, make_vec
 from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError, read_action_mask
@@ -599,7 +598,7 @@ def describe_episodes(cfg: Config) -> tuple[str, list[str]]:
             f"lengths count emulator frames ({per_step} per agent step); a video holds one "
             "frame per agent step"
         )
-    if resolve_backend(cfg.env) == "envpool":
+    if cfg.env.backend == "envpool":  # auto never picks EnvPool
         notes.append(
             "trained on EnvPool, evaluated on gymnasium's env and the run's wrappers (the same "
             "game and preprocessing; Atari frames may differ by a few grey levels)"

@@ -2,12 +2,19 @@
 
 :class:`TrainingLog` owns what the trainer reports besides the algorithm's own numbers: the SPS
 meter, the seconds each section ran since the last row, the rollout timing block
-(``--summary-every``), the progress line and the run directory's ``metrics.jsonl`` and
-``summary.json``. The trainer hands it the iteration's fields; it adds the rest.
+(``--summary-every``), the progress line and the run directory's ``config.json``,
+``metrics.jsonl`` and ``summary.json``. The trainer hands it the iteration's fields; it adds
+the rest.
+
+What the run resolved as it started (``--vec-backend auto``'s choice, the device, the threads,
+``--total-steps`` rounded down to whole iterations: ``ppo/build.py``'s ``resolved_settings``)
+goes into ``config.json`` as its ``resolved`` block, beside the settings as given, and with the
+progress line on, into one line on stderr before the first iteration (:func:`start_line`).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,8 @@ class TrainingLog:
         run_dir: the run directory to write (None: nothing is written).
         resumed: keep ``metrics.jsonl``'s rows up to ``iteration`` (a resumed run).
         prior_steps, prior_s: steps and seconds counted for SPS before a resume.
+        resolved: what the run resolved as it starts (module docstring); its ``total_steps``,
+            the steps the run will have made, is the progress line's 100%.
     """
 
     def __init__(
@@ -49,16 +58,20 @@ class TrainingLog:
         prior_steps: int,
         prior_s: float,
         telemetry: Telemetry | None = None,
+        resolved: dict[str, Any] | None = None,
     ) -> None:
         self.prof, self.telemetry = prof, telemetry
         self.out = RunDir(run_dir) if run_dir is not None else None
+        self.cfg, self.resolved = cfg, resolved
         if self.out is not None:
             self.out.prepare()
-            self.out.write_config(cfg.to_dict())
+            extra = {} if resolved is None else {"resolved": resolved}
+            self.out.write_config({**cfg.to_dict(), **extra})
             self.out.open_metrics(keep_through_iteration=iteration if resumed else None)
         run = cfg.run
         self.meter = Throughput(run.sps_window_s, run.warmup_iters, prior_steps, prior_s)
-        self.bar = ProgressBar(run.total_steps, enabled=run.progress)
+        total = run.total_steps if resolved is None else resolved["total_steps"]
+        self.bar = ProgressBar(total, enabled=run.progress)
         self.timer = RolloutTimer(prof, run.summary_every) if run.summary_every else None
         self.iteration = iteration
         self.max_wall_s = run.max_wall_s
@@ -75,6 +88,8 @@ class TrainingLog:
 
     def start(self, global_step: int) -> None:
         """Start the clocks (call right before the first iteration)."""
+        if self.bar.enabled and self.resolved is not None:
+            print(start_line(self.cfg, self.resolved), file=sys.stderr, flush=True)
         self.t_start = time.perf_counter()
         self.meter.start(self.t_start, global_step)
         # A resumed run starts at its checkpoint's step: this process ran only what follows.
@@ -144,3 +159,24 @@ class TrainingLog:
             self.out.write_summary(summary)
             self.out.close()
         return summary
+
+
+def start_line(cfg: Config, resolved: dict[str, Any]) -> str:
+    """What the run resolved, in one line: ``run: 97 iterations of 2,048 steps = 198,656
+    steps (--total-steps 200,000 rounded down to whole iterations: each updates on a whole
+    rollout, --num-steps 32 of every env) | env backend serial (--vec-backend auto) | device
+    cpu | torch threads 2 (rollout 1)``."""
+    total, per = resolved["total_steps"], resolved["steps_per_iteration"]
+    iterations = f"{resolved['iterations']:,} iteration{'s' * (resolved['iterations'] != 1)}"
+    steps = f"{iterations} of {per:,} steps = {total:,} steps"
+    if total != cfg.run.total_steps:
+        steps += (
+            f" (--total-steps {cfg.run.total_steps:,} rounded down to whole iterations: each "
+            f"updates on a whole rollout, --num-steps {cfg.ppo.num_steps} of every env)"
+        )
+    backend = resolved["vec_backend"]
+    asked = f" (--vec-backend {cfg.env.backend})" if cfg.env.backend != backend else ""
+    threads = f"torch threads {resolved['threads']}"
+    if resolved["rollout_threads"] != resolved["threads"]:
+        threads += f" (rollout {resolved['rollout_threads']})"
+    return f"run: {steps} | env backend {backend}{asked} | device {resolved['device']} | {threads}"
