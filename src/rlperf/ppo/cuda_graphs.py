@@ -175,7 +175,7 @@ class GraphedMinibatchStep(StaticMinibatchStep):
             stats.record_stream(current)  # made on the side stream, read on this one
             return stats
         graph = torch.cuda.CUDAGraph()
-        # thread_local: another thread's CUDA call (telemetry) must not void the capture.
+        # thread_local: a CUDA call from another thread of the process must not void the capture.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self.stats = self.step_static()
         self.graph = graph
