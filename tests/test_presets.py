@@ -146,3 +146,12 @@ def test_a_preset_file_and_another_preset_disagree(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--preset atari and --preset-file .* disagree"):
         configure("atari", None, path)
     assert configure("mujoco", None, path) == preset("mujoco")
+
+
+def test_a_preset_file_does_not_go_with_resume(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(preset_file_text("default", {}))
+    argv = ["train", "--preset-file", str(path), "--resume", str(tmp_path / "run")]
+    expect_usage_error(capsys, argv, "--preset-file sets a new run's settings and --resume")

@@ -133,6 +133,9 @@ def check_output_flags(args: argparse.Namespace) -> None:
     """--overwrite against --resume, and --tensorboard's package; fails before any work."""
     if args.overwrite and args.resume:
         fail("--overwrite replaces a run and --resume continues one: give only one of them")
+    if args.resume and getattr(args, "preset_file", None):
+        fail("--preset-file sets a new run's settings and --resume continues a saved run's: "
+             "give only one of them")  # fmt: skip
     if args.tensorboard:
         missing = tensorboard_missing()
         if missing:
