@@ -30,6 +30,9 @@ from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate
 from rlperf.timing.sections import Profiler
 
 ROWS = 64
+requires_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (benchmarks/gpu_check.py runs it)"
+)
 # What reads a device tensor back to the host (a sync on CUDA): item/bool/float, data-dependent
 # shapes, comparisons answered on the host.
 SYNC_OPS = {"aten._local_scalar_dense", "aten.nonzero", "aten.is_nonzero", "aten.equal",
@@ -49,8 +52,10 @@ class OpLog(TorchDispatchMode):
 
 
 def _minibatch(policy: torch.nn.Module, gen: torch.Generator, packed: bool) -> Minibatch:
-    """A random (1, ROWS) minibatch for ``policy`` (flat MLP observations or images)."""
-    dtype = next(policy.parameters()).dtype
+    """A random (1, ROWS) minibatch for ``policy`` (flat MLP observations or images), on the
+    policy's device (drawn on the CPU)."""
+    param = next(policy.parameters())
+    dtype, device = param.dtype, param.device
     if isinstance(policy, CNNActorCritic):
         obs = torch.randint(0, 255, (1, ROWS, 2, 9, 9), generator=gen).to(torch.uint8)
     else:
@@ -64,11 +69,9 @@ def _minibatch(policy: torch.nn.Module, gen: torch.Generator, packed: bool) -> M
         torch.randn(4, 1, ROWS, generator=gen, dtype=dtype) * 0.5
     ).unbind(0)
     logprobs = logprobs - (1.5 if continuous else 0.7)
-    mb = Minibatch(obs, actions, logprobs, values, advantages, returns)
-    if not packed:
-        return mb
-    rows = (obs[0], actions[0], logprobs[0], values[0], advantages[0], returns[0])
-    return Minibatch(*(r.unsqueeze(0) for r in rows), rows=rows)
+    rows = tuple(t[0].to(device) for t in (obs, actions, logprobs, values, advantages, returns))
+    fields = [r.unsqueeze(0) for r in rows]
+    return Minibatch(*fields, rows=rows if packed else None)
 
 
 def _policy(kind: str) -> torch.nn.Module:
@@ -121,7 +124,7 @@ def test_analytic_step_compiles_as_one_graph() -> None:
 
 def _train(step: MinibatchStep, batches: list[list[Minibatch]], lr: float) -> torch.Tensor:
     """Annealed iterations of minibatch steps, as the trainer runs them; the stats summed."""
-    stats = torch.zeros(5, dtype=torch.float64)
+    stats = torch.zeros(5, dtype=torch.float64, device=step.update.flat.device)
     for i, minibatches in enumerate(batches):
         step.update.lr = (1.0 - i / len(batches)) * lr
         for mb in minibatches:
@@ -241,3 +244,52 @@ def test_minibatch_updates_runs_every_minibatch_of_every_epoch() -> None:
                               trainer.threads.update, False)  # fmt: skip
     assert step.calls == cfg.ppo.update_epochs * cfg.ppo.num_minibatches
     assert stats.shape == (5,) and bool(torch.isfinite(stats).all())
+
+
+@requires_cuda
+@pytest.mark.parametrize(("update_kind", "policy_kind"), CASES, ids=lambda v: v)
+def test_graphed_step_equals_the_eager_step_on_cuda(update_kind: str, policy_kind: str) -> None:
+    """Three annealed iterations of eight minibatches on the GPU: three eager minibatches, a
+    capture, then replays give the eager step's parameters, Adam state and statistics."""
+    cfg = Config()
+    gen, template = torch.Generator().manual_seed(1), _policy(policy_kind).float().cuda()
+    batches = [[_minibatch(template, gen, True) for _ in range(8)] for _ in range(3)]
+    results = []
+    for step_cls in (MinibatchStep, GraphedMinibatchStep):
+        update = _update(update_kind, _policy(policy_kind).float().cuda(), cfg)
+        step = step_cls(update, cfg.ppo)
+        stats = _train(step, batches, cfg.ppo.learning_rate)
+        opt = update.optimizer
+        results.append((update.flat.detach().clone(), opt.exp_avg, opt.exp_avg_sq, stats))
+    assert isinstance(step, GraphedMinibatchStep) and step.graph is not None
+    for eager, graphed in zip(*results, strict=True):
+        torch.testing.assert_close(graphed.cpu(), eager.cpu(), rtol=1e-4, atol=1e-5)
+
+
+@requires_cuda
+def test_a_cuda_trainer_with_graphs_takes_the_eager_trainers_step() -> None:
+    """One iteration of CartPole on the GPU (16 minibatches: 3 eager, a capture, 12 replays)
+    from the same rollout: the parameters equal the eager trainer's within float tolerance."""
+    from rlperf.ppo.device_choice import probe_iteration
+    from rlperf.ppo.trainer import Trainer
+
+    def one_iteration(graphs: bool) -> Trainer:
+        cfg = Config()
+        cfg.env.num_envs, cfg.ppo.num_steps, cfg.run.total_steps = 64, 32, 64 * 32 * 4
+        cfg.run.device, cfg.run.cuda_graphs = "cuda", graphs
+        cfg.run.telemetry = cfg.run.progress = False
+        trainer = Trainer(cfg, Profiler())
+        probe_iteration(trainer)
+        return trainer
+
+    eager, graphed = one_iteration(False), one_iteration(True)
+    assert eager.notes[-1] == "CUDA graphs: off (--no-cuda-graphs)"
+    assert graphed.notes[-1].startswith("CUDA graphs: on")
+    step = graphed.minibatch_step
+    assert isinstance(step, GraphedMinibatchStep) and step.graph is not None
+    timed = {name.rsplit("/", 1)[-1] for name in graphed.prof.totals_s()}
+    assert "minibatch_graph" in timed and "optimizer_step" not in timed
+    torch.testing.assert_close(
+        graphed.update_impl.flat.detach().cpu(), eager.update_impl.flat.detach().cpu(),
+        rtol=1e-4, atol=1e-5,
+    )  # fmt: skip

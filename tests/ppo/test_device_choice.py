@@ -113,3 +113,12 @@ def test_trainer_records_the_device_auto_chose() -> None:
     if not torch.cuda.is_available():
         assert trainer.device == torch.device("cpu")
         assert trainer.notes == ["--device auto: cpu (no CUDA device here)"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the GPU check)")
+def test_auto_probes_both_devices_on_a_cuda_machine() -> None:
+    device, note = choose_device(_cfg(), 1, Trainer)
+    assert device.type in ("cpu", "cuda")
+    assert note is not None and ": cpu " in note and ", cuda " in note
+    trainer = Trainer(_cfg(), Profiler())
+    assert trainer.device.type in ("cpu", "cuda") and trainer.notes[0].startswith("--device auto")

@@ -100,3 +100,26 @@ def test_mlp_gradients_with_split_forced_on(monkeypatch: pytest.MonkeyPatch) -> 
     for got, want in zip(split, plain, strict=True):
         torch.testing.assert_close(got, want)
     torch.testing.assert_close(plain[0], plain[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the GPU check)")
+def test_split_on_cuda_equals_the_plain_product_and_the_cpu() -> None:
+    """On the GPU, where it applies: CartPole's 32,768-row minibatch (and 100 rows more, not a
+    whole block), float64 for an exact comparison; the MLP's gradients split on CUDA equal the
+    same gradients unsplit on the CPU."""
+    gen = torch.Generator().manual_seed(5)
+    for n in (32768, 32868):
+        x = torch.randn(2, n, 64, generator=gen, dtype=torch.float64)
+        dz = torch.randn(2, n, 64, generator=gen, dtype=torch.float64)
+        got = split_weight_grad(x.cuda(), dz.cuda(), split_block_rows(n, torch.device("cuda")))
+        torch.testing.assert_close(got.cpu(), torch.bmm(x.transpose(1, 2), dz))
+    torch.manual_seed(0)
+    policy = MLPActorCritic.from_sizes(4, 2).double()
+    obs = torch.randn(SPLIT_MIN_ROWS + 50, 4, generator=gen, dtype=torch.float64)
+    weights = torch.randn(SPLIT_MIN_ROWS + 50, 3, generator=gen, dtype=torch.float64)
+    on_cpu = _mlp_gradients(policy, obs, weights)
+    policy = policy.cuda()
+    on_cuda = _mlp_gradients(policy, obs.cuda(), weights.cuda())
+    assert policy.workspace(SPLIT_MIN_ROWS + 50).split_rows == SPLIT_BLOCK_ROWS
+    for got, want in zip(on_cuda, on_cpu, strict=True):
+        torch.testing.assert_close(got.cpu(), want)
