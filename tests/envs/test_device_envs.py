@@ -6,7 +6,7 @@ every step's observations, rewards, terminations, truncations, final observation
 statistics (``infos`` whole, but for the wall-clock ``t``) are compared. The reset draws come
 from different generators (torch's against numpy's), so where a row resets the reference's new
 state is copied into the torch env. CartPole's state is copied before every step as well: torch's
-and numpy's float64 ``sin``/``cos`` differ in the last bit for ~0.1% of arguments
+and numpy's float64 ``sin``/``cos`` differ in the last bit for a few arguments in a thousand
 (``envs/device/cartpole.py``), and the pole's instability grows such an ulp over an episode, so
 each step is compared from the same state; the difference a step makes is bounded and reported.
 Catch is integer arithmetic: only its reset columns are copied, and it runs freely otherwise.

@@ -3,9 +3,10 @@
 Physics, reward, termination thresholds, the 500-step time limit and the observations are the
 numpy env's (its constants, its float64 arithmetic in its order of operations). On the CPU the
 two agree bit for bit except where torch's and numpy's ``sin``/``cos`` differ in the last bit
-(about 0.1% of float64 arguments): a step from the same state then differs by an ulp or so,
-and CartPole's instability grows such a difference over an episode, so a test comparing the two
-copies the reference's state into this env before each step (tests/envs/test_device_envs.py).
+(up to a few float64 arguments in a thousand, on [-3, 3]): a step from the same state then
+differs by an ulp or so, and CartPole's instability grows such a difference over an episode,
+so a test comparing the two copies the reference's state into this env before each step
+(tests/envs/test_device_envs.py).
 The reset states are uniform on [-0.05, 0.05) as the numpy env's, drawn from the env's torch
 generator instead of numpy's: the same distribution, not the same numbers.
 """
