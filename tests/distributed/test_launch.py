@@ -106,6 +106,7 @@ def test_two_nodes_on_one_host_write_one_run_directory(tmp_path: Path) -> None:
         (["--nproc", "0"], "--nproc must be at least 1, got 0"),
         (["--nproc", "64"], "cores this process may use"),
         (["--nproc", "2", "--dist-backend", "nccl"], "nccl needs CUDA"),
+        (["--nproc", "2", "--device", "auto"], "--device auto probes one process"),
         (["--nproc", "2", "--grad-exchange", "ring"], "invalid choice: 'ring'"),
         (
             "--nnodes 2 --rdzv-endpoint h:1 --grad-exchange shm".split(),

@@ -137,6 +137,8 @@ def check_flags(args: argparse.Namespace, device: str, saved_world_size: int | N
     if args.dist_backend == "nccl" and not torch.cuda.is_available():
         return "--dist-backend nccl needs CUDA, which this machine does not have (use gloo)"
     world_size = args.nproc * args.nnodes
+    if device == "auto" and world_size > 1:  # each rank would probe, and might choose apart
+        return "--device auto probes one process: name cpu or cuda for --nproc runs"
     backend = resolve_backend(args.dist_backend, device)
     problem = grad_exchange_problem(args.grad_exchange, backend, world_size)
     if problem:
