@@ -122,3 +122,16 @@ def test_auto_probes_both_devices_on_a_cuda_machine() -> None:
     assert note is not None and ": cpu " in note and ", cuda " in note
     trainer = Trainer(_cfg(), Profiler())
     assert trainer.device.type in ("cpu", "cuda") and trainer.notes[0].startswith("--device auto")
+
+
+def test_train_prints_the_device_auto_chose(capsys: pytest.CaptureFixture[str]) -> None:
+    from rlperf.cli import main
+
+    argv = ["train", "--device", "auto", "--num-envs", "4", "--num-steps", "16",
+            "--total-steps", "64", "--no-progress", "--no-telemetry"]  # fmt: skip
+    assert main(argv) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "--device auto" in line]
+    if not torch.cuda.is_available():
+        assert lines == ["rlperf: --device auto: cpu (no CUDA device here)"]
+    else:
+        assert len(lines) == 1 and lines[0].startswith("rlperf: --device auto: ")
