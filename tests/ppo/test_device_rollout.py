@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +15,7 @@ from rlperf.cli import main
 from rlperf.config import Config
 from rlperf.ppo.device_rollout import DeviceRollout
 from rlperf.ppo.trainer import Trainer
+from rlperf.run.episode_log import EpisodeLog
 from rlperf.timing.sections import Profiler
 
 
@@ -149,3 +151,24 @@ def test_a_resumed_run_continues_the_env_on_the_device(tmp_path: Path) -> None:
     assert resumed["iteration"] == 4
     assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
     assert torch.equal(resumed["env"]["_state_t"], straight.env.get_state()["_state_t"])
+
+
+def test_deferred_episodes_are_read_once_when_first_needed() -> None:
+    """The device rollout's episodes reach the log when it is read (logging, a checkpoint), or
+    before the next rollout's are deferred; each reader runs once."""
+    log, reads = EpisodeLog(), []
+
+    def reader(returns: list[float], lengths: list[int]):
+        def read() -> tuple[np.ndarray, np.ndarray]:
+            reads.append(returns)
+            return np.array(returns), np.array(lengths)
+
+        return read
+
+    log.defer(reader([1.0, 2.0], [3, 4]))
+    assert reads == []
+    log.defer(reader([6.0], [5]))
+    assert reads == [[1.0, 2.0]]
+    assert log.count == 3 and log.mean_return() == 3.0 and log.mean_length() == 4.0
+    assert log.state_dict()["recent_returns"] == [1.0, 2.0, 6.0]
+    assert reads == [[1.0, 2.0], [6.0]]
