@@ -67,6 +67,10 @@ class DeviceRollout:
 
     Args:
         episodes: where the finished episodes go (deferred to the first read, module docstring).
+
+    Attributes:
+        step_fn: what :meth:`collect` calls for each step: :meth:`step` itself, or a compiled
+            or captured version of it that takes and returns the same tensors.
     """
 
     def __init__(
@@ -134,9 +138,9 @@ class DeviceRollout:
         Returns:
             (N, *obs_shape) the observations after the step (slot ``t + 1``).
 
-        No host synchronisation, no Python branch on a tensor's value, no allocation that
-        outlives the call: ``torch.compile(fullgraph=True)`` takes it whole
-        (tests/ppo/test_device_rollout.py), and so can a CUDA graph.
+        No host synchronisation and no Python branch on a tensor's value, and whatever it
+        writes lives in tensors allocated once (above): ``torch.compile(fullgraph=True)``
+        takes it whole (tests/ppo/test_device_rollout.py), and so can a CUDA graph.
         """
         buf = self.buffer
         obs = buf.obs_slots.index_select(0, t)[0]
