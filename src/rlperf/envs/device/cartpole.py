@@ -62,6 +62,10 @@ class CartPoleTorch(DeviceVecEnv):
         )
         # (4, N) as the numpy env: each state variable one contiguous row.
         self._state_t = torch.zeros(4, num_envs, dtype=torch.float64, device=self.device)
+        # The forces of actions 0 and 1 as float64 on the device: one where() picks them.
+        self._push_left, self._push_right = torch.tensor(
+            [-FORCE_MAG, FORCE_MAG], dtype=torch.float64, device=self.device
+        )
 
     @property
     def state(self) -> torch.Tensor:
@@ -81,12 +85,12 @@ class CartPoleTorch(DeviceVecEnv):
         return st.T.to(torch.float32, memory_format=torch.contiguous_format)
 
     def _reset_where(self, done: torch.Tensor, noise: torch.Tensor) -> None:
-        self._state_t.copy_(torch.where(done, noise, self._state_t))
+        torch.where(done, noise, self._state_t, out=self._state_t)
 
     def _move(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x, x_dot, theta, theta_dot = self._state_t.unbind(0)
-        # +-10 exactly in float32, so exactly in float64 too.
-        force = torch.where(actions == 1, FORCE_MAG, -FORCE_MAG).to(torch.float64)
+        # As the numpy env: action 1 pushes right, any other left (no index out of range).
+        force = torch.where(actions == 1, self._push_right, self._push_left)
         costheta = theta.cos()
         sintheta = theta.sin()
         temp = (force + POLE_MASS_LENGTH * theta_dot.square() * sintheta) / TOTAL_MASS
@@ -99,13 +103,10 @@ class CartPoleTorch(DeviceVecEnv):
         new_x_dot = x_dot + TAU_S * xacc
         new_theta = theta + TAU_S * theta_dot
         new_theta_dot = theta_dot + TAU_S * thetaacc
-        self._state_t.copy_(torch.stack((new_x, new_x_dot, new_theta, new_theta_dot)))
-        terminated = (
-            (new_x < -X_THRESHOLD)
-            | (new_x > X_THRESHOLD)
-            | (new_theta < -THETA_THRESHOLD_RAD)
-            | (new_theta > THETA_THRESHOLD_RAD)
-        )
+        # new_* are new tensors (the physics above reads the old state, never writes it).
+        torch.stack((new_x, new_x_dot, new_theta, new_theta_dot), out=self._state_t)
+        # |v| > bound is v < -bound or v > bound exactly (abs only flips the sign bit).
+        terminated = (new_x.abs() > X_THRESHOLD) | (new_theta.abs() > THETA_THRESHOLD_RAD)
         rewards = torch.ones(self.num_envs, dtype=torch.float32, device=self.device)
         return rewards, terminated
 

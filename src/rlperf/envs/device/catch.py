@@ -47,13 +47,13 @@ class CatchTorch(DeviceVecEnv):
         return ((ball | paddle).to(torch.uint8) * ON).unsqueeze(1)
 
     def _reset_where(self, done: torch.Tensor, noise: torch.Tensor) -> None:
-        self.ball_row.copy_(torch.where(done, 0, self.ball_row))
-        self.ball_col.copy_(torch.where(done, noise, self.ball_col))
-        self.paddle_col.copy_(torch.where(done, self.columns // 2, self.paddle_col))
+        self.ball_row.masked_fill_(done, 0)
+        torch.where(done, noise, self.ball_col, out=self.ball_col)
+        self.paddle_col.masked_fill_(done, self.columns // 2)
 
     def _move(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         moves = actions.to(torch.int64) - 1
-        self.paddle_col.copy_((self.paddle_col + moves).clamp(0, self.columns - 1))
+        torch.clamp(self.paddle_col + moves, 0, self.columns - 1, out=self.paddle_col)
         self.ball_row.add_(1)
         terminated = self.ball_row == self.rows - 1
         caught = torch.where(self.ball_col == self.paddle_col, 1.0, -1.0)
