@@ -62,7 +62,8 @@ class _CaseBenchmark:
         import torch
 
         torch.set_num_threads(1)
-        (case,) = registry.select([name])
+        # By full name: ``select`` also matches a component, which a name may equal.
+        (case,) = [c for c in registry.all_cases() if c.name == name]
         try:
             self.ready = case.setup()
         except registry.CaseSkipped as e:

@@ -16,10 +16,11 @@ every commit; ``compat.py`` holds the shims for commits from before an API chang
 from __future__ import annotations
 
 from . import atari, cartpole, catch, components, grid, mujoco, petri, robots
-from .core import GATE, HISTORY, QUICK, TAGS, Case, CaseSkipped, Prepared, Workload
+from .core import GATE, HISTORY, QUICK, TAGS, Case, CaseSkipped, Extra, Prepared, Workload
 
 __all__ = [
-    "GATE", "HISTORY", "QUICK", "TAGS", "Case", "CaseSkipped", "Prepared", "UnknownCaseError",
+    "GATE", "HISTORY", "QUICK", "TAGS", "Case", "CaseSkipped", "Extra", "Prepared",
+    "UnknownCaseError",
     "Workload", "all_cases", "component_names", "gate_case_names", "register_workload",
     "select", "tagged", "uncovered_envs", "unregister_workload", "workloads",
 ]  # fmt: skip

@@ -3,25 +3,34 @@ frames, the Nature CNN.
 
 The env cases step the preprocessed env (gymnasium's wrappers, or EnvPool's C++); the network
 cases time the Nature CNN on random frames (no emulator needed); the trainer cases run the preset
-scaled down. A case whose package is missing skips, naming the extra to install.
+scaled down. A case whose package is missing skips, naming the extra to install: each declares
+its backend's extra (:data:`NEEDS`), checked before its setup.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from .core import HISTORY, QUICK, SEED, Case, CaseSkipped, Prepared, Workload
+from .core import (
+    ATARI,
+    ENVPOOL,
+    HISTORY,
+    QUICK,
+    SEED,
+    Case,
+    CaseSkipped,
+    Extra,
+    Prepared,
+    Workload,
+    check_needs,
+)
 from .training import continued_training
 
 ENV = "gym:ale_py:ALE/Breakout-v5"
 ACTIONS = 4  # Breakout's
 FRAMES = (4, 84, 84)
-# What each env backend needs beyond rlperf's core: (modules, the extra that installs them).
-_NEEDS = {
-    "gymnasium": (("ale_py", "cv2", "stable_baselines3"), "atari"),
-    "envpool": (("envpool", "ale_py"), "envpool"),
-}
+# What each env backend needs beyond rlperf's core.
+NEEDS: dict[str, tuple[Extra, ...]] = {"gymnasium": (ATARI,), "envpool": (ENVPOOL,)}
 
 
 def _requires(backend: str) -> None:
@@ -32,12 +41,7 @@ def _requires(backend: str) -> None:
         raise CaseSkipped(f"no presets in this commit ({e})") from e
     if "atari" not in PRESETS:
         raise CaseSkipped("no atari preset in this commit")
-    modules, extra = _NEEDS[backend]
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        raise CaseSkipped(
-            f"Atari on {backend} needs {', '.join(missing)}: pip install 'rlperf[{extra}]'"
-        )
+    check_needs(NEEDS[backend])
 
 
 def atari_config(backend: str, num_envs: int, threads: int, num_steps: int) -> Any:
@@ -155,13 +159,20 @@ _minibatch = 256
 # preset's own iteration (1,024 samples, 4 epochs of 4 minibatches) takes ~10 s here.
 _small = {"num_envs": 4, "num_steps": 8, "env_steps": 32, "threads": 1, "num_minibatches": 1,
           "update_epochs": 1}  # fmt: skip
+
+
+def _on(backend: str, component: str, params: dict[str, Any], setup: Any, tags: Any = ()) -> Case:
+    """A case that steps the emulator on ``backend``, declaring that backend's extra."""
+    return Case(component, {"backend": backend, **params}, setup, tags, NEEDS[backend])
+
+
 WORKLOAD = Workload(
     "atari",
     ENV,
-    e2e=Case("atari_e2e", {"backend": "gymnasium", **_small}, _atari_e2e),
+    e2e=_on("gymnasium", "atari_e2e", _small, _atari_e2e),
     cases=(
-        Case("atari_step", {"backend": "gymnasium", "num_envs": 8}, _atari_step, {HISTORY, QUICK}),
-        Case("atari_step", {"backend": "envpool", "num_envs": 8}, _atari_step, _history),
+        _on("gymnasium", "atari_step", {"num_envs": 8}, _atari_step, {HISTORY, QUICK}),
+        _on("envpool", "atari_step", {"num_envs": 8}, _atari_step, _history),
         Case("nature_cnn_act", {"num_envs": 8, "threads": 1}, _nature_cnn_act, _history),
         *(
             Case(
@@ -176,10 +187,9 @@ WORKLOAD = Workload(
             "atari_update_epoch",
             {"num_envs": 8, "num_steps": 32, "threads": 2},
             _atari_update_epoch,
+            needs=NEEDS["gymnasium"],
         ),
-        Case("atari_e2e", {"backend": "envpool", **_small}, _atari_e2e, _history),
-        Case(
-            "atari_e2e", {"backend": "envpool", "env_batch_size": 2, **_small}, _atari_e2e, _history
-        ),  # fmt: skip
+        _on("envpool", "atari_e2e", _small, _atari_e2e, _history),
+        _on("envpool", "atari_e2e", {"env_batch_size": 2, **_small}, _atari_e2e, _history),
     ),
 )

@@ -1,8 +1,9 @@
 """MuJoCo's workload: ``--preset mujoco`` (CleanRL's continuous-action PPO) on HalfCheetah-v5.
 
-Each case skips, saying why, where gymnasium's MuJoCo envs are not installed (the ``mujoco``
-extra) or the commit predates the preset. The physics case is the floor every other env-step
-case is read against: MuJoCo's ``mj_step`` alone, the env's frame skip of substeps.
+Each case skips, saying why, where gymnasium's MuJoCo envs are not installed (the workload
+declares the ``mujoco`` extra, checked before any setup) or the commit predates the preset.
+The physics case is the floor every other env-step case is read against: MuJoCo's ``mj_step``
+alone, the env's frame skip of substeps.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .core import HISTORY, QUICK, SEED, Case, CaseSkipped, Prepared, Workload
+from .core import ENVPOOL, HISTORY, MUJOCO, QUICK, SEED, Case, CaseSkipped, Prepared, Workload
 from .training import continued_training
 
 ENV = "gym:HalfCheetah-v5"
@@ -18,12 +19,15 @@ _history, _quick = {HISTORY}, {HISTORY, QUICK}
 
 
 def requires_mujoco() -> None:
-    """CaseSkipped without gymnasium's MuJoCo envs."""
+    """CaseSkipped without gymnasium's MuJoCo envs (the cases' declared extra is checked first;
+    this catches what it does not name)."""
+    from gymnasium.error import DependencyNotInstalled
+
     try:
         import gymnasium.envs.mujoco  # noqa: F401  # imports mujoco and imageio
-    except ImportError as e:
+    except (ImportError, DependencyNotInstalled) as e:  # gymnasium's own, for `import mujoco`
         raise CaseSkipped(
-            f"gymnasium's MuJoCo envs are not installed ({e.name}): pip install 'rlperf[mujoco]'"
+            f"gymnasium's MuJoCo envs do not import ({e}): pip install 'rlperf[mujoco]'"
         ) from e
 
 
@@ -128,11 +132,13 @@ def gaussian_act(num_envs: int, impl: str) -> Prepared:
     return Prepared(run, num_envs, "samples")
 
 
-def update_epoch() -> Prepared:
-    """One epoch of the preset's update: 2048 samples in 32 minibatches of 64."""
+def update_epoch(env: str) -> Prepared:
+    """One epoch of the preset's update on ``env`` (:data:`ENV`, named so the case's name is not
+    the component's): 2048 samples in 32 minibatches of 64."""
     from rlperf.ppo.trainer import Trainer
 
     cfg = preset_config()
+    cfg.env.env = env
     cfg.ppo.update_epochs = 1
     trainer = Trainer(cfg)
     trainer.collect()
@@ -156,10 +162,17 @@ WORKLOAD = Workload(
         Case("physics_step", {"frames": 256}, physics_step, _history),
         Case("env_step", {"env": ENV, "num_envs": 1, "backend": "serial"}, env_step, _quick),
         Case("env_step", {"env": ENV, "num_envs": 2, "backend": "workers"}, env_step),
-        Case("env_step", {"env": ENV, "num_envs": 1, "backend": "envpool"}, env_step, _history),
+        Case(
+            "env_step",
+            {"env": ENV, "num_envs": 1, "backend": "envpool"},
+            env_step,
+            _history,
+            (ENVPOOL,),
+        ),  # fmt: skip
         Case("env_step", {"env": ENV, "num_envs": 8, "backend": "batch"}, env_step, _history),
         Case("policy_act_gaussian", {"num_envs": 1, "impl": "fused"}, gaussian_act, _quick),
         Case("policy_act_gaussian", {"num_envs": 1, "impl": "torch"}, gaussian_act),
-        Case("update_epoch", {}, update_epoch, _history),
+        Case("update_epoch", {"env": ENV}, update_epoch, _history),
     ),
+    needs=(MUJOCO,),
 )

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import HISTORY, QUICK, SEED, Case, CaseSkipped, Prepared, Workload, requires_env
+from .core import (
+    HISTORY,
+    QUICK,
+    ROBOTS,
+    SEED,
+    Case,
+    CaseSkipped,
+    Prepared,
+    Workload,
+    requires_env,
+)
 from .policies import kind_act, recurrent_evaluate
 from .training import e2e_train, update_epoch
 
@@ -91,7 +101,9 @@ WORKLOAD = Workload(
             for what, fn in (("step", _robots_step), ("reset", _robots_reset))
         ),  # fmt: skip
         Case("robots_render", {"num_envs": 256}, _robots_render, _history),
-        Case("robots_render_reference", {"num_envs": 16}, _robots_render_reference),
+        Case(
+            "robots_render_reference", {"num_envs": 16}, _robots_render_reference, needs=(ROBOTS,)
+        ),  # fmt: skip
         Case("policy_act_kind", {"kind": "convlstm", "num_envs": 64}, kind_act, _history),
         Case(
             "recurrent_evaluate",
