@@ -202,7 +202,7 @@ def test_graphed_step_turns_autocast_caching_off() -> None:
     update = AutogradUpdate(policy, cfg.ppo, precision="bf16")
     assert update.autocast_cache
     step = GraphedMinibatchStep(update, cfg.ppo)
-    assert not update.autocast_cache and step.graph is None
+    assert not update.autocast_cache and step.captured.graph is None
     step.load(_minibatch(policy, torch.Generator().manual_seed(3), packed=True))
     assert bool(torch.isfinite(StaticMinibatchStep.run(step)).all())
 
@@ -261,7 +261,7 @@ def test_graphed_step_equals_the_eager_step_on_cuda(update_kind: str, policy_kin
         stats = _train(step, batches, cfg.ppo.learning_rate)
         opt = update.optimizer
         results.append((update.flat.detach().clone(), opt.exp_avg, opt.exp_avg_sq, stats))
-    assert isinstance(step, GraphedMinibatchStep) and step.graph is not None
+    assert isinstance(step, GraphedMinibatchStep) and step.captured.graph is not None
     for eager, graphed in zip(*results, strict=True):
         torch.testing.assert_close(graphed.cpu(), eager.cpu(), rtol=1e-4, atol=1e-5)
 
@@ -286,10 +286,45 @@ def test_a_cuda_trainer_with_graphs_takes_the_eager_trainers_step() -> None:
     assert eager.notes[-1] == "CUDA graphs: off (--no-cuda-graphs)"
     assert graphed.notes[-1].startswith("CUDA graphs: on")
     step = graphed.minibatch_step
-    assert isinstance(step, GraphedMinibatchStep) and step.graph is not None
+    assert isinstance(step, GraphedMinibatchStep) and step.captured.graph is not None
     timed = {name.rsplit("/", 1)[-1] for name in graphed.prof.totals_s()}
     assert "minibatch_graph" in timed and "optimizer_step" not in timed
     torch.testing.assert_close(
         graphed.update_impl.flat.detach().cpu(), eager.update_impl.flat.detach().cpu(),
         rtol=1e-4, atol=1e-5,
     )  # fmt: skip
+
+
+def _device_rollout_trainer(device: str, graphs: bool = True) -> object:
+    from rlperf.ppo.trainer import Trainer
+
+    cfg = Config()
+    cfg.env.backend, cfg.env.num_envs, cfg.ppo.num_steps = "torch", 64, 32
+    cfg.run.total_steps, cfg.run.device, cfg.run.cuda_graphs = 64 * 32 * 2, device, graphs
+    cfg.run.telemetry = cfg.run.progress = False
+    return Trainer(cfg, Profiler())
+
+
+def test_the_rollout_step_is_captured_on_cuda_only() -> None:
+    from rlperf.ppo.device_rollout import DeviceRollout
+
+    rollout = _device_rollout_trainer("cpu").whole_rollout  # type: ignore[attr-defined]
+    assert isinstance(rollout, DeviceRollout)
+    assert rollout.step_fn == rollout.step, "the CPU's device rollout steps eagerly"
+
+
+@requires_cuda
+def test_a_captured_rollout_step_gives_the_eager_rollout_on_cuda() -> None:
+    """One rollout of 32 steps (3 eager, a capture, 28 replays) writes the eager rollout's
+    buffer: the same draws, the same kernels."""
+    trainers = [_device_rollout_trainer("cuda", graphs) for graphs in (False, True)]
+    for trainer in trainers:
+        with trainer.policy.acting():  # type: ignore[attr-defined]
+            trainer.collect()  # type: ignore[attr-defined]
+    eager, graphed = (t.buffer for t in trainers)  # type: ignore[attr-defined]
+    rollout = trainers[1].whole_rollout  # type: ignore[attr-defined]
+    assert rollout.step_fn != rollout.step
+    for name in ("obs", "actions", "logprobs", "values"):
+        torch.testing.assert_close(getattr(graphed, name).cpu(), getattr(eager, name).cpu())
+    for got, want in zip(graphed.env_outputs(), eager.env_outputs(), strict=True):
+        torch.testing.assert_close(got.cpu(), want.cpu())  # rewards, terminations, truncations

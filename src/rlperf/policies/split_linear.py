@@ -112,8 +112,9 @@ class SplitBatchedLinear(torch.autograd.Function):
 def batched_linear(
     x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, block_rows: int
 ) -> torch.Tensor:
-    """``baddbmm(bias, x, w)`` (G, N, O) under autograd; with ``block_rows`` > 0 through
-    :class:`SplitBatchedLinear` (its weight gradient split into row blocks)."""
-    if block_rows <= 0:
+    """``baddbmm(bias, x, w)`` (G, N, O) under autograd; with ``block_rows`` > 0, where a
+    gradient will be taken, through :class:`SplitBatchedLinear` (its weight gradient split into
+    row blocks; the forward is the same ``baddbmm``)."""
+    if block_rows <= 0 or not (torch.is_grad_enabled() and w.requires_grad):
         return torch.baddbmm(bias, x, w)
     return SplitBatchedLinear.apply(x, w, bias, block_rows)

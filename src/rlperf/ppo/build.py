@@ -46,6 +46,7 @@ from rlperf.envs.spec import EnvSpec
 from rlperf.envs.workers import MultiprocessVecEnv
 from rlperf.policies.base import ActorCritic, FeedForwardActorCritic, State
 from rlperf.ppo.async_rollout import AsyncCollector
+from rlperf.ppo.cuda_graphs import graph_rollout_step
 from rlperf.ppo.device_rollout import DeviceRollout, device_rollout_applies
 from rlperf.ppo.fused_rollout import FusedStep, make_fused
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer
@@ -175,7 +176,9 @@ def make_collectors(
         return AsyncCollector(buffer, policy, env, spec, prof, episodes), PolicyStep(buffer, policy)
     if device_rollout_applies(cfg, env, spec, policy, teacher):
         assert isinstance(env, DeviceVecEnv) and isinstance(policy, FeedForwardActorCritic)
-        return DeviceRollout(buffer, env, policy, prof, episodes), PolicyStep(buffer, policy)
+        rollout = DeviceRollout(buffer, env, policy, prof, episodes)
+        graph_rollout_step(rollout, cfg)  # on CUDA, its step a CUDA graph (ppo/cuda_graphs.py)
+        return rollout, PolicyStep(buffer, policy)
     whole, fused_step = make_fused(cfg, env, spec, policy, buffer, teacher, prof, episodes)
     return whole, fused_step if fused_step is not None else PolicyStep(buffer, policy)
 

@@ -21,16 +21,19 @@ one step's launches once and replays them with one call. What that takes, as Lea
 :class:`MinibatchStep` is the eager step: normalise the advantages, gradients, Adam.
 :class:`StaticMinibatchStep` runs the same step on static inputs with the tensor learning rate,
 eagerly, anywhere: the function the graph records, tested on the CPU. :class:`GraphedMinibatchStep`
-adds the CUDA part: :data:`WARMUP_STEPS` eager minibatches, then capture and replay, timed as one
-section, ``update/minibatch_graph`` (loss, backward and Adam are no longer apart in the
-breakdown). :func:`make_minibatch_step` picks one and says why; :func:`minibatch_updates` runs a
-rollout's epochs through it.
+adds the CUDA part, :class:`CapturedCall`: :data:`WARMUP_STEPS` eager minibatches, then capture
+and replay, timed as one section, ``update/minibatch_graph`` (loss, backward and Adam are no
+longer apart in the breakdown). :func:`make_minibatch_step` picks one and says why;
+:func:`minibatch_updates` runs a rollout's epochs through it. :func:`graph_rollout_step` replays
+a ``--vec-backend torch`` rollout's step (``ppo/device_rollout.py``, built to be captured) the
+same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -38,6 +41,7 @@ import torch
 from rlperf.config import Config, PPOConfig
 from rlperf.distributed.group import Ranks
 from rlperf.policies.base import ActorCritic
+from rlperf.ppo.device_rollout import DeviceRollout
 from rlperf.ppo.loss import STAT_NAMES, normalize_advantages
 from rlperf.ppo.samplers import Minibatch, PackedTableSampler, RowSampler, SegmentSampler
 from rlperf.ppo.update import AnalyticUpdate, AutogradUpdate, NativeMLPUpdate
@@ -46,8 +50,9 @@ from rlperf.timing import names
 from rlperf.timing.sections import Profiler
 
 Update = NativeMLPUpdate | AnalyticUpdate | AutogradUpdate
-# Eager minibatches on a side stream before the capture (torch.cuda.graphs' examples take 3).
+# Eager calls on a side stream before the capture (torch.cuda.graphs' examples take 3).
 WARMUP_STEPS = 3
+COMPILE_REASON = "--compile (torch.compile's code is not captured here)"
 
 
 class _Untimed(Profiler):
@@ -147,40 +152,71 @@ class StaticMinibatchStep(MinibatchStep):
         return self.step_static()
 
 
-class GraphedMinibatchStep(StaticMinibatchStep):
-    """:class:`StaticMinibatchStep` as a CUDA graph: the first :data:`WARMUP_STEPS`
-    minibatches eagerly on a side stream, the next one captured and replayed, every later one
-    replayed. CUDA only."""
+class CapturedCall:
+    """``fn()`` as a CUDA graph: the first ``warmup_steps`` calls eagerly on a side stream, the
+    next one captured and replayed, every later one replayed. ``fn`` must read and write only
+    tensors that outlive it, at fixed addresses, and return a tensor: the graph's output, which
+    each replay rewrites. CUDA only."""
 
-    def __init__(self, update: Update, ppo: PPOConfig, warmup_steps: int = WARMUP_STEPS) -> None:
-        super().__init__(update, ppo)
-        if isinstance(update, AutogradUpdate):
-            update.autocast_cache = False  # torch.cuda.graphs: autocast's cache breaks capture
-        self.warmup_steps, self.eager_steps = warmup_steps, 0
+    def __init__(self, fn: Callable[[], torch.Tensor], warmup_steps: int = WARMUP_STEPS) -> None:
+        self.fn, self.warmup_steps, self.eager_steps = fn, warmup_steps, 0
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.stats: torch.Tensor | None = None  # the graph's output, rewritten by each replay
+        self.out: torch.Tensor | None = None
 
-    def run(self) -> torch.Tensor:
+    def __call__(self) -> torch.Tensor:
         if self.graph is not None:
             self.graph.replay()
-            return self.stats  # type: ignore[return-value]
+            return self.out  # type: ignore[return-value]
         current = torch.cuda.current_stream()
         if self.eager_steps < self.warmup_steps:
             self.eager_steps += 1
             side = torch.cuda.Stream()
             side.wait_stream(current)
             with torch.cuda.stream(side):
-                stats = self.step_static()
+                out = self.fn()
             current.wait_stream(side)
-            stats.record_stream(current)  # made on the side stream, read on this one
-            return stats
+            out.record_stream(current)  # made on the side stream, read on this one
+            return out
         graph = torch.cuda.CUDAGraph()
         # thread_local: a CUDA call from another thread of the process must not void the capture.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            self.stats = self.step_static()
+            self.out = self.fn()
         self.graph = graph
-        graph.replay()  # capture records without running: this minibatch's step runs now
-        return self.stats
+        graph.replay()  # capture records without running: this call's work runs now
+        return self.out
+
+
+class GraphedMinibatchStep(StaticMinibatchStep):
+    """:class:`StaticMinibatchStep` as a CUDA graph (:class:`CapturedCall`): the first
+    :data:`WARMUP_STEPS` minibatches eagerly, the next captured, every later one replayed."""
+
+    def __init__(self, update: Update, ppo: PPOConfig, warmup_steps: int = WARMUP_STEPS) -> None:
+        super().__init__(update, ppo)
+        if isinstance(update, AutogradUpdate):
+            update.autocast_cache = False  # torch.cuda.graphs: autocast's cache breaks capture
+        self.captured = CapturedCall(self.step_static, warmup_steps)
+
+    def run(self) -> torch.Tensor:
+        return self.captured()
+
+
+def graph_rollout_step(rollout: DeviceRollout, cfg: Config) -> bool:
+    """Replay a device rollout's step as a CUDA graph (:class:`CapturedCall`) where CUDA graphs
+    apply (CUDA, ``--cuda-graphs``, no ``--compile``); returns whether it does. The step
+    (``ppo/device_rollout.py``) reads and writes only tensors the rollout allocated once and
+    advances its step index ``rollout.t`` in place, so one graph replays every step of every
+    rollout: ``collect`` calls ``step_fn(rollout.t)``, which this replaces."""
+    if rollout.buffer.device.type != "cuda" or cuda_graphs_off_reason(cfg, False, 1):
+        return False
+    captured = CapturedCall(lambda: rollout.step(rollout.t))
+
+    def replay(t: torch.Tensor) -> torch.Tensor:
+        if t is not rollout.t:
+            raise ValueError("the captured rollout step advances the rollout's own step index")
+        return captured()
+
+    rollout.step_fn = replay
+    return True
 
 
 def cuda_graphs_off_reason(cfg: Config, recurrent: bool, world_size: int) -> str | None:
@@ -189,7 +225,7 @@ def cuda_graphs_off_reason(cfg: Config, recurrent: bool, world_size: int) -> str
     if not cfg.run.cuda_graphs:
         return "--no-cuda-graphs"
     if cfg.ppo.compile:
-        return "--compile (torch.compile's code is not captured here)"
+        return COMPILE_REASON
     if world_size > 1:
         return "several ranks (the gradient all-reduce runs inside each minibatch step)"
     if recurrent:
@@ -209,10 +245,14 @@ def make_minibatch_step(
     policy = cast(ActorCritic, update.policy)  # an analytic policy is an ActorCritic too
     reason = cuda_graphs_off_reason(cfg, policy.recurrent, ranks.world_size)
     if reason is not None:
-        return MinibatchStep(update, cfg.ppo), f"CUDA graphs: off ({reason})"
+        # --no-cuda-graphs and --compile: no graph; several ranks: a torch env's rollout still.
+        whole = reason in ("--no-cuda-graphs", COMPILE_REASON)
+        line = f"CUDA graphs: {'off' if whole else 'not for the update'} ({reason})"
+        return MinibatchStep(update, cfg.ppo), line
     line = (
-        f"CUDA graphs: on (the minibatch update is captured after {WARMUP_STEPS} eager "
-        "minibatches and replayed; --no-cuda-graphs for the eager path)"
+        f"CUDA graphs: on (the minibatch update, and a --vec-backend torch rollout's step, "
+        f"captured after {WARMUP_STEPS} eager calls and replayed; --no-cuda-graphs for the "
+        "eager path)"
     )
     return GraphedMinibatchStep(update, cfg.ppo), line
 
