@@ -8,9 +8,10 @@ Defaults of this suite (a flag on the command line wins):
 - the timer is ``time.process_time``, this process's CPU time (all its threads), as the gate
   and asv time: on a shared machine another process adds wall time, not CPU time
   (docs/benchmarks.md says why not the thread's CPU time);
-- ``--benchmark-max-time 0.5``: each case's rounds stop after about 0.5 s of the timer, or after
-  ``--benchmark-min-rounds`` (5) rounds; a case of seconds a call takes fewer
-  (``test_components.py`` and docs/benchmarks.md give the per-case budget);
+- each case is planned against the run's time budget (``rlperf.bench.budget``): its share of
+  seconds of rounds (``case_share_s``; ``--benchmark-max-time`` overrides it), and the cases
+  whose fewest rounds take seconds are marked ``large`` and left out of a run without ``-m``
+  where their component has a smaller case (``test_components.py`` says how);
 - after the run, and beside ``--benchmark-compare``'s table, the cases whose rounds spread too
   widely for a comparison to mean anything are listed, with why (``rlperf.bench.spread``).
 """
@@ -25,10 +26,15 @@ from typing import Any
 import pytest
 import torch
 
+from rlperf.bench import budget
+from rlperf.bench.registry import all_cases
 from rlperf.bench.spread import case_warnings, warning_lines
 
 TIMER = "time.process_time"
-MAX_TIME_S = "0.5"
+LARGE = budget.large_cases([c.name for c in all_cases()],
+                           {c.name: c.component for c in all_cases()})  # fmt: skip
+# Each case's seconds of rounds in the default run (the large cases left out).
+SHARE_S = budget.pytest_share_s([c.name for c in all_cases() if c.name not in LARGE])
 
 
 def given(config: pytest.Config, flag: str) -> bool:
@@ -38,13 +44,36 @@ def given(config: pytest.Config, flag: str) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "large: cases whose fewest rounds take seconds, left out without -m"
+    )
     # Before pytest-benchmark's own pytest_configure (trylast), which reads its options.
     if not hasattr(config.option, "benchmark_timer"):
         return
     if not given(config, "--benchmark-timer"):
         config.option.benchmark_timer = TIMER
-    if not given(config, "--benchmark-max-time"):
-        config.option.benchmark_max_time = MAX_TIME_S
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the large cases; without ``-m``, leave them out (they are listed at the end)."""
+    for item in items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        if case is not None and case.name in LARGE:
+            item.add_marker(pytest.mark.large)
+    if config.option.markexpr:
+        return
+    left_out = [item for item in items if item.get_closest_marker("large")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("large")]
+
+
+@pytest.fixture
+def case_share_s(request: pytest.FixtureRequest) -> float:
+    """Seconds of rounds a case gets: the budget's share, or ``--benchmark-max-time``'s."""
+    if given(request.config, "--benchmark-max-time"):
+        return float(request.config.getoption("benchmark_max_time"))
+    return SHARE_S
 
 
 def timer_name(timer: Any) -> str:
@@ -75,6 +104,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> Iterator[None]:
         if reasons:
             flagged[bench.name] = reasons
     lines = warning_lines(flagged, compared=bool(stored))
+    if LARGE and not terminalreporter.config.option.markexpr:
+        terminalreporter.write_line(
+            f"{len(LARGE)} large case(s) left out of the default run (-m large runs them): "
+            + ", ".join(sorted(LARGE))
+        )
     if lines:
         terminalreporter.write_sep("-", "benchmark spread", yellow=True)
         for line in lines:

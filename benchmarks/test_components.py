@@ -11,16 +11,14 @@ The suite times CPU time (``benchmarks/conftest.py``), except a case whose setup
 processes (env workers, the all-reduce's partner rank): their work is not this process's CPU
 time, so such a case is timed in wall time (``time.perf_counter``), as its ``timer`` says.
 
-Each case's budget: its setup, one probe call (also its warm-up), then
-
-- a call shorter than ``max_time / min_rounds`` (0.5 s / 5): pytest-benchmark's own rounds,
-  about ``max_time`` of the timer in all (its calibration and its closing call add two short
-  calls);
-- a longer one: ``min_rounds`` rounds, or :data:`LONG_ROUNDS` for a call of
-  :data:`LONG_CALL_S` or more (``benchmark.pedantic``: no calibration, no closing call).
-
-So a case costs at most setup + probe + max(max_time, rounds x call): docs/benchmarks.md adds
-it up over the registry.
+Each case is planned against the run's time budget (``rlperf.bench.budget``: 180 s on the
+slowest box), from the costs measured in ``src/rlperf/bench/registry/costs.py``: its setup, one
+probe call (also its warm-up), one sizing call when the probe was short (a first call can be
+many times a later one), then ``rounds`` rounds of ``iterations`` calls (``benchmark.pedantic``)
+filling the case's share of the budget: :func:`rlperf.bench.budget.sampling`. The cases whose
+fewest rounds alone take seconds (the full-size CNN and ConvLSTM training cases) are marked
+``large`` and left out of the default run where their component has a smaller case
+(``-m large`` runs them); ``--benchmark-max-time S`` sets each case's share instead.
 """
 
 from __future__ import annotations
@@ -30,13 +28,10 @@ import time
 import psutil
 import pytest
 
+from rlperf.bench import budget
 from rlperf.bench.registry import QUICK, Case, CaseSkipped, all_cases
 
-# A case whose probe call takes this long gets LONG_ROUNDS rounds: the fewest whose interquartile
-# range the spread check (rlperf.bench.spread) still reads.
-LONG_CALL_S = 1.0
-LONG_ROUNDS = 3
-
+# The large cases get their mark in conftest.py, which leaves them out of the default run.
 CASES = [
     pytest.param(case, id=case.name, marks=[pytest.mark.quick] if QUICK in case.tags else [])
     for case in all_cases()
@@ -48,16 +43,8 @@ def descendants() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def rounds_for(call_s: float, max_time_s: float, min_rounds: int) -> int | None:
-    """Rounds of a case whose probe call took ``call_s``, or None: pytest-benchmark's own
-    calibration and ``max_time`` (module docstring)."""
-    if call_s < max_time_s / min_rounds:
-        return None
-    return min(min_rounds, LONG_ROUNDS) if call_s >= LONG_CALL_S else min_rounds
-
-
 @pytest.mark.parametrize("case", CASES)
-def test_case(benchmark, case: Case, request: pytest.FixtureRequest) -> None:  # noqa: ANN001
+def test_case(benchmark, case: Case, case_share_s: float) -> None:  # noqa: ANN001
     before, setup_cpu = descendants(), time.process_time()
     try:
         ready = case.setup()
@@ -76,15 +63,16 @@ def test_case(benchmark, case: Case, request: pytest.FixtureRequest) -> None:  #
     )
     timer = benchmark._timer
     start = timer()
-    ready.run()  # the probe: sizes the rounds, and warms the case up
-    probe_s = timer() - start
-    benchmark.extra_info.update(setup_cpu_s=setup_cpu, probe_s=probe_s)
-    config = request.config
-    rounds = rounds_for(probe_s, float(config.getoption("benchmark_max_time")),
-                        int(config.getoption("benchmark_min_rounds")))  # fmt: skip
-    if rounds is None:
-        benchmark(ready.run)
-    else:
-        benchmark.pedantic(ready.run, rounds=rounds)
+    ready.run()  # the probe: warms the case up
+    probe_s = call_s = timer() - start
+    share = case_share_s
+    if budget.MIN_ROUNDS * probe_s < share:  # short: a later call sizes the rounds
+        start = timer()
+        ready.run()
+        call_s = timer() - start
+    plan = budget.sampling(call_s, share)
+    benchmark.extra_info.update(setup_cpu_s=setup_cpu, probe_s=probe_s, rounds=plan.rounds,
+                                iterations=plan.iterations)  # fmt: skip
+    benchmark.pedantic(ready.run, rounds=plan.rounds, iterations=plan.iterations)
     median_s = benchmark.stats.stats.median
     benchmark.extra_info[f"{ready.items_unit}_per_s"] = ready.items_per_call / median_s

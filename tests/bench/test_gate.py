@@ -362,9 +362,9 @@ def test_the_gates_rounds_decide_the_cases_as_one_family(num_cases: int) -> None
 
 
 def test_the_gate_says_up_front_how_long_it_may_take_and_a_round_in_one_short_line() -> None:
-    """Five cases with names as long as the registry's: the estimate first (configured CPU
-    seconds: 2 sides x (0.2 s warm-up + 6 x 0.1 s) = 1.6 s a case and round), then one line of
-    at most 120 characters a round, whatever the cases are called."""
+    """Five cases with names as long as the registry's, not in its cost table: the estimate
+    first (configured CPU seconds: 2 sides x (0.1 s warm-up + 3 x 0.1 s) = 0.8 s a case and
+    round), then one line of at most 120 characters a round, whatever the cases are called."""
     cases = ["transfer[direction=d2h,memory=pinned,non_blocking=True,batch=1024]"] + [
         f"e2e_train[workload=cartpole_{i},num_envs=64,num_steps=128,policy=mlp]" for i in range(4)
     ]
@@ -373,7 +373,7 @@ def test_the_gate_says_up_front_how_long_it_may_take_and_a_round_in_one_short_li
     run_rounds(side, replace(side, label="head"), cases, Settings(), lines.append,
                ScriptedWorker({cases[0]}))  # fmt: skip
     assert lines[0] == (
-        "gate: 5 case(s) x 6-25 rounds: estimated 48 s to 3.3 min (timed CPU alone; a busy "
+        "gate: 5 case(s) x 6-25 rounds: estimated 24 s to 1.7 min (timed CPU alone; a busy "
         "machine adds to it)"
     )
     rounds = lines[1:]

@@ -163,7 +163,10 @@ SPS_ONLY = (
     ("--pairs", int, "pairs_per_round", "samples per side per round"),
     ("--sample-s", float, "sample_s", "CPU seconds of one sample"),
     ("--warmup-s", float, "warmup_s", "untimed CPU seconds per case and round"),
-)
+    ("--budget-s", float, "budget_s",
+     "wall seconds a run may take on the slowest box beside two busy processes, planned from "
+     "the cases' measured costs: caps --max-rounds (0: no budget)"),
+)  # fmt: skip
 
 
 def add_settings(parser: argparse.ArgumentParser) -> None:
@@ -257,6 +260,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         pairs_per_round=given(args, "pairs", d.pairs_per_round),
         sample_s=given(args, "sample_s", d.sample_s),
         warmup_s=given(args, "warmup_s", d.warmup_s),
+        budget_s=given(args, "budget_s", d.budget_s),
     ).check()
 
 
@@ -320,6 +324,7 @@ def gate_plan(args: argparse.Namespace) -> tuple[Settings, list[str] | None]:
         raise GateError("--base REF is required (or --from-json FILE)")
     names = case_names(args.cases)
     settings.check_family(len(names))
+    replace(settings).fit_budget(names)  # GateError now if the budget holds too few rounds
     return settings, names
 
 

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rlperf.bench import budget
 from rlperf.bench.phases import PhaseShift, moved_phase
 from rlperf.bench.stats import (
     OK,
@@ -78,12 +79,17 @@ class Settings:
     metric: str = "cpu"  # "cpu" or "wall": which time the decision uses
     confidence: float = 0.95  # coverage of the interval on the median ratio
     min_rounds: int = 6
-    # 25: the default five cases, all undecided, take ~4.2 min on this 2-core box (~10 s a
-    # round); 30 took ~5.1 min, over the 5-minute budget (docs/benchmarks.md).
+    # The most rounds asked for; the time budget may allow fewer (budget_s, below).
     max_rounds: int = 25
-    pairs_per_round: int = 6  # samples per side per round, interleaved
+    # 3 pairs of 0.1 s and 0.1 s of warm-up: the default set's 7 cases fit 10 rounds in the
+    # budget (rlperf.bench.budget), where Holm over 7 cases needs 9 to flag one; 6 pairs and
+    # 0.2 s, the earlier defaults, fitted 6.
+    pairs_per_round: int = 3  # samples per side per round, interleaved
     sample_s: float = 0.1  # target CPU seconds of one sample (calls calibrated to reach it)
-    warmup_s: float = 0.2  # untimed CPU seconds per case and round (at least 3 calls)
+    warmup_s: float = 0.1  # untimed CPU seconds per case and round (at least 3 calls)
+    # Wall seconds a run may take on the slowest box beside two busy processes (CI's 5
+    # minutes), planned from the cases' measured costs: it caps max_rounds (0: no budget).
+    budget_s: float = budget.GATE_BUDGET_S
     # What a regression is called in bisect's lines ("first commit slower than GOOD").
     worse: ClassVar[str] = "slower"
 
@@ -103,7 +109,34 @@ class Settings:
             )
         if self.pairs_per_round < 1 or self.sample_s <= 0 or self.warmup_s < 0:
             raise GateError("pairs_per_round must be >= 1, sample_s > 0 and warmup_s >= 0")
+        if not self.budget_s >= 0:
+            raise GateError(f"budget_s must be >= 0 (0: no budget), got {self.budget_s}")
         return self
+
+    def plan(self, cases: list[str]) -> budget.GatePlan | None:
+        """The budget's plan for ``cases`` (None without a budget, or with a case whose cost
+        was never measured: a case outside the registry's cost table is not planned)."""
+        if not self.budget_s or any(name not in budget.COSTS for name in cases):
+            return None
+        return budget.gate_plan(cases, self.pairs_per_round, self.sample_s, self.warmup_s,
+                                self.budget_s)  # fmt: skip
+
+    def fit_budget(self, cases: list[str]) -> None:
+        """Cap ``max_rounds`` at the rounds of ``cases`` the budget holds, in place (so a
+        ``--json`` file records the horizon the run was decided with); GateError when those are
+        too few to flag a regression among them."""
+        plan = self.plan(cases)
+        if plan is None or plan.fit_rounds >= self.max_rounds:
+            return
+        need = fewest_rounds_to_flag(len(cases), self.confidence, self.min_rounds,
+                                     max(plan.fit_rounds, self.min_rounds))  # fmt: skip
+        if plan.fit_rounds < self.min_rounds or need is None:
+            raise GateError(
+                f"{len(cases)} case(s) at {plan.round_s:.1f} CPU s a round: the "
+                f"{duration(self.budget_s)} budget holds {plan.fit_rounds} rounds, too few to "
+                "flag a regression: pass fewer --cases, fewer --pairs or a larger --budget-s"
+            )
+        self.max_rounds = plan.fit_rounds
 
     def check_family(self, num_cases: int) -> None:
         """GateError when ``max_rounds`` could not flag a regression among ``num_cases`` cases
@@ -291,7 +324,9 @@ def run_rounds(
     """
     results: dict[str, CaseResult] = {}
     pending = list(cases)
-    log(estimate_line(len(cases), settings))
+    asked = settings.max_rounds
+    settings.fit_budget(cases)
+    log(plan_line(cases, settings, asked))
     started, case_rounds = time.monotonic(), 0  # case_rounds: one case's round, summed
     owned = worker is None
     if worker is None:
@@ -337,6 +372,24 @@ def run_rounds(
         if owned:
             worker.close()
     return [results[c] for c in cases]
+
+
+def plan_line(cases: list[str], settings: Settings, asked_rounds: int) -> str:
+    """What the gate says before its first round: the budget's plan (cases, calls a sample,
+    rounds) where the cases' costs are measured, else :func:`estimate_line`."""
+    plan = settings.plan(cases)
+    if plan is None:
+        return estimate_line(len(cases), settings)
+    capped = f" (of {asked_rounds} asked)" if settings.max_rounds < asked_rounds else ""
+    calls = ", ".join(str(c) for c in plan.calls)
+    here = [n * plan.round_s for n in (settings.min_rounds, settings.max_rounds)]
+    return (
+        f"gate: {len(cases)} case(s) x {settings.min_rounds}-{settings.max_rounds} rounds"
+        f"{capped}, {settings.pairs_per_round} pairs a round, calls a sample {calls}\n"
+        f"gate: planned {duration(here[0])} to {duration(here[1])} of CPU; at most "
+        f"{duration(plan.worst_s(settings.max_rounds))} on the slowest box beside two busy "
+        f"processes (budget {duration(settings.budget_s)})"
+    )
 
 
 def estimate_line(num_cases: int, settings: Settings) -> str:
