@@ -1,7 +1,8 @@
-"""Subcommands of this package (registered into ``rlperf`` by cli.py): eval.
+"""Subcommands of this package (registered into ``rlperf`` by cli.py): eval, export.
 
-The evaluation itself is ``run/evaluate.py``; here are only the parsers, the output, and the
-glue that turns bad input into one ``rlperf: error:`` line and exit status 2.
+The evaluation itself is ``run/evaluate.py``, the policy's loading and files ``run/export.py``;
+here are only the parsers, the output, and the glue that turns bad input into one
+``rlperf: error:`` line and exit status 2.
 """
 
 from __future__ import annotations
@@ -172,8 +173,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- export ------------------------------------------------------------------------------
+def check_export(args: argparse.Namespace) -> None:
+    """``rlperf export``'s flags, before any work (the run and the file: :func:`cmd_export`)."""
+    from rlperf.run.export import format_problem
+
+    problem = format_problem(args.format)
+    if problem:
+        fail(problem)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``rlperf export``: the run's deterministic policy as one file; a line saying what it
+    holds. Exit 0, 2 on bad input (nothing written)."""
+    from rlperf.run.export import describe_export, export_policy, exportable_problem, load_policy
+
+    check_export(args)
+    problem = out_file_problem("--out", args.out)
+    if problem:
+        fail(problem)
+    try:
+        loaded = load_policy(args.run_dir)
+    except EvalError as e:
+        fail(str(e))
+    problem = exportable_problem(loaded)
+    if problem:
+        fail(f"cannot export: {problem}")
+    export_policy(loaded, args.format, args.out)
+    print(describe_export(loaded, args.format, args.out))
+    return EXIT_OK
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``eval``."""
+    """Add ``eval`` and ``export``."""
     parser = subparsers.add_parser(
         "eval",
         help="a trained policy's return over N episodes (mean, std, each episode), and a video",
@@ -186,3 +218,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_eval_flags(parser)
     parser.set_defaults(func=cmd_eval, check=check_eval)
+    export = subparsers.add_parser(
+        "export",
+        help="a trained policy as one TorchScript or ONNX file (normalisation inside)",
+        description=(
+            "Write a run's deterministic policy, with its observation normalisation, as one "
+            "file that runs without rlperf: TorchScript (torch.jit.load) or ONNX "
+            "(onnxruntime). Input obs (B, *obs_shape), output the actions the env takes; "
+            "feed-forward policies without action masks (others: rlperf.load_policy)."
+        ),
+    )
+    export.add_argument("run_dir", metavar="RUN_DIR", type=Path,
+                        help="a run directory (rlperf train --run-dir)")  # fmt: skip
+    export.add_argument("--format", required=True, metavar="FORMAT",
+                        help="torchscript or onnx (onnx needs the export extra)")  # fmt: skip
+    export.add_argument("--out", required=True, metavar="FILE", type=Path,
+                        help="the file to write (replaced if it exists)")  # fmt: skip
+    export.set_defaults(func=cmd_export, check=check_export)
