@@ -49,6 +49,7 @@ class Finished:
     timed_out: bool  # reached its timeout (then SIGINT, and SIGKILL after GRACE_S)
     stopped: bool  # stopped on request (SIGINT from ``stop``)
     log: Path
+    started: float = 0.0  # time.monotonic() at its start
 
     def tail(self, chars: int = 3000) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -94,7 +95,7 @@ def run_process(
                 _signal_group(proc, signal.SIGKILL)
                 rc = proc.wait()
                 break
-    return Finished(rc, time.monotonic() - t0, timed_out, stopped, log)
+    return Finished(rc, time.monotonic() - t0, timed_out, stopped, log, t0)
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

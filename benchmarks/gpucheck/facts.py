@@ -75,8 +75,44 @@ def facts() -> dict[str, Any]:
             "envs": sorted(registered()),
             "policies": sorted(policy_names()),
             "kernels": native.status(),
+            "features": features(),
         }
     return out
+
+
+def features() -> dict[str, bool]:
+    """Which of issue #57's features this rlperf has, read from its config (nothing runs):
+    ``vec_backend_torch`` (``--vec-backend torch``: envs as torch code on the device),
+    ``cuda_graphs`` (``--cuda-graphs``/``--no-cuda-graphs``) and ``device_auto``
+    (``--device auto``). A row that needs one that is missing says so and the check goes on."""
+    from rlperf import config
+
+    fields = config.field_index()
+    flags = {config.flag_name(name) for name in fields}
+
+    def help_of(name: str) -> str:
+        return str(fields[name][1].metadata.get("help", "")) if name in fields else ""
+
+    return {
+        "vec_backend_torch": "torch" in getattr(config, "BACKENDS", ()),
+        "cuda_graphs": "--cuda-graphs" in flags,
+        "device_auto": "auto" in getattr(config, "DEVICES", ()) or "auto" in help_of("device"),
+    }
+
+
+# What each feature is, as a row that lacks it says.
+FEATURES = {
+    "vec_backend_torch": "--vec-backend torch",
+    "cuda_graphs": "--cuda-graphs",
+    "device_auto": "--device auto",
+}
+
+
+def lacks(check: Check, *needed: str) -> str | None:
+    """Why a row cannot run on this rlperf (the features of :data:`FEATURES` it lacks), or
+    None."""
+    absent = [FEATURES[f] for f in needed if not check.has(f)]
+    return f"rlperf has no {', '.join(absent)} yet (issue #57)" if absent else None
 
 
 def git_facts() -> dict[str, Any]:
@@ -104,7 +140,7 @@ def nvidia_smi() -> str | None:
 def read_facts(check: Check, name: str) -> dict[str, Any]:
     path = check.work / f"{name}.json"
     argv = check.python(str(ENTRY), "--facts", str(path))
-    fin = run_process(argv, check.timeout(check.cap("probe")), check.log(name), check.env)
+    fin = run_process(argv, check.timeout(check.cap("probe"), 5), check.log(name), check.env)
     if fin.rc != 0 or not path.exists():
         raise Failed(f"the facts process exited {fin.rc}", {"log_tail": fin.tail()})
     return json.loads(path.read_text())

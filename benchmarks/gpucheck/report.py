@@ -10,7 +10,9 @@ if TYPE_CHECKING:
 
 
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The figures issue #49 asks for, from the steps' figures (None where a step did not run)."""
+    """The figures issue #57 (and #49 before it) asks for, from the steps' figures (None where a
+    step did not run): every row's SPS and GPU busy share, the ratios its targets are stated
+    in, and whether CUDA graphs' parameters equal eager's."""
 
     def fig(step: str, *path: str) -> Any:
         value: Any = results.get(step, {}).get("figures", {})
@@ -18,28 +20,50 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             value = value.get(key) if isinstance(value, dict) else None
         return value
 
+    def rows(step: str) -> dict[str, Any]:
+        return {
+            n: r["figures"] for n, r in (fig(step, "items") or {}).items() if r["status"] == "ok"
+        }
+
+    cartpole = rows("cartpole_rows")
     cases = fig("registry_cuda", "cases") or {}
-    d2h = {k: v["median_us"] for k, v in cases.items() if "direction=d2h" in k}
-    work = fig("workloads", "items") or {}
     return {
         "cuda_tests": {k: fig("cuda_tests", k) for k in ("passed", "failed", "errors", "skipped")},
-        "cartpole_at_target": fig("cartpole_475", "at_target"),
-        "cartpole_sps": fig("cartpole_475", "sps"),
-        "d2h_median_us": d2h or None,
-        "device_cases_median_us": {
-            k: v["median_us"] for k, v in cases.items() if "direction=" not in k
-        }
-        or None,
-        "trace_cuda_kernels": fig("profile", "trace", "kernels"),
+        "cartpole_475": {
+            "path": fig("cartpole_475", "path"),
+            "sps": fig("cartpole_475", "sps"),
+            "at_target": fig("cartpole_475", "at_target"),
+        },  # fmt: skip
+        "cartpole_sps": {n: f.get("sps_steady") or f.get("sps") for n, f in cartpole.items()},
+        "cartpole_gpu_busy_pct": {
+            n: (f.get("trace") or {}).get("busy_pct") for n, f in cartpole.items()
+        },  # fmt: skip
+        "graphs_equal": {
+            n: {k: f.get(k) for k in ("equal", "identical", "max_abs_diff")}
+            for n, f in rows("graphs_equal").items()
+        },  # fmt: skip
+        "purejaxrl": {
+            n: {k: f.get(k) for k in ("shape", "sps", "rlperf_over_purejaxrl")}
+            for n, f in rows("purejaxrl").items()
+        },  # fmt: skip
+        "mujoco_sps": {n: f.get("sps") for n, f in rows("mujoco_devices").items()},
+        "mujoco_auto_over_best": fig("mujoco_devices", "auto_over_best"),
+        "breakout_sps": {n: f.get("sps") for n, f in rows("breakout").items()},
+        "breakout_ratios": fig("breakout", "ratios"),
+        "halfcheetah_sps": {n: f.get("sps") for n, f in rows("halfcheetah").items()},
+        "halfcheetah_ratios": fig("halfcheetah", "ratios"),
+        "gpu_busy_pct": {
+            f"{step}/{n}": (f.get("gpu_busy") or {}).get("pct")
+            for step in ("purejaxrl", "mujoco_devices", "breakout", "halfcheetah")
+            for n, f in rows(step).items()
+        },
         "gpu_util_pct": [
             (g.get("util_pct_mean"), g.get("util_pct_max")) for g in fig("telemetry", "gpus") or []
         ]
         or None,
-        "workload_sps": {n: r["figures"].get("sps") for n, r in work.items()} or None,
-        "purejaxrl_sps": fig("purejaxrl", "sps"),
-        "rlperf_over_purejaxrl_sps": fig("purejaxrl", "rlperf_over_purejaxrl_sps"),
-        "purejaxrl_big_sps": fig("purejaxrl", "big", "sps"),
-        "rlperf_over_purejaxrl_big_sps": fig("purejaxrl", "big", "rlperf_over_purejaxrl_sps"),
+        "d2h_median_us": {k: v["median_us"] for k, v in cases.items() if "direction=d2h" in k}
+        or None,
+        "workload_sps": {n: f.get("sps") for n, f in rows("workloads").items()} or None,
         "atari_last_100": {
             side: fig("atari_vs_cleanrl", "items", side, "figures", "mean_return_last_100")
             for side in ("rlperf", "cleanrl")
@@ -53,7 +77,8 @@ def headline_of(name: str, figures: dict[str, Any]) -> str | None:
     if name == "probe":
         return ", ".join(g["name"] for g in f.get("gpus", [])) or f"torch {f.get('torch')}, no GPU"
     if name == "install":
-        return f"kernels {(f.get('facts', {}).get('rlperf') or {}).get('kernels')}"
+        rlperf = f.get("facts", {}).get("rlperf") or {}
+        return f"kernels {rlperf.get('kernels')}; features {rlperf.get('features')}"
     if name in ("cuda_tests", "registry_cuda"):
         return f"{f.get('passed')} passed, {f.get('failed')} failed, {f.get('skipped')} skipped"
     if name == "cartpole_475":
@@ -68,18 +93,12 @@ def headline_of(name: str, figures: dict[str, Any]) -> str | None:
             f"{g.get('util_pct_max') or 0:.0f}% max"
             for g in f.get("gpus", [])
         )
-    if name == "profile":
-        return f"{(f.get('trace') or {}).get('kernels')} CUDA kernels in the trace"
-    if name == "workloads":
+    if name == "graphs_equal":
         return "; ".join(
-            f"{n} {sps_text(r['figures']) or r['status']}" for n, r in f.get("items", {}).items()
-        )
-    if name == "purejaxrl":
-        big = f.get("big") or {}
-        return (
-            f"{f.get('sps') or 0:,.0f} SPS (rlperf/PureJaxRL {f.get('rlperf_over_purejaxrl_sps')});"
-            f" {big.get('shape')}: {big.get('sps') or 0:,.0f} SPS"
-            f" (rlperf/PureJaxRL {big.get('rlperf_over_purejaxrl_sps')})"
+            f"{n} {r['figures'].get('equal')} (max diff {r['figures'].get('max_abs_diff')})"
+            if r["status"] == "ok"
+            else f"{n} {r['status']}"
+            for n, r in f.get("items", {}).items()
         )
     if name == "atari_vs_cleanrl":
         return "; ".join(
@@ -89,7 +108,33 @@ def headline_of(name: str, figures: dict[str, Any]) -> str | None:
             else f"{n}: {r['status']}"
             for n, r in f.get("items", {}).items()
         )
+    if "items" in f:  # a step of rows: each one's SPS
+        return "; ".join(
+            f"{n} {sps_text(r['figures']) or r['status']}" for n, r in f["items"].items()
+        )
     return None
+
+
+def print_plan(check: Check, plan: list[tuple[str, float | None, str | None]]) -> None:
+    """The plan before the first step: each step's budget and its planned end (--cpu: every
+    step runs, each of its processes capped), or why it does not run."""
+    if check.args.cpu:
+        print(f"plan (cpu: every step, each process capped at {plan[0][1]:.0f} s; deadline "
+              f"{check.sizes.deadline_s:.0f} s)")  # fmt: skip
+    else:
+        print(
+            f"plan (gpu; each step's budget and its end; deadline {check.sizes.deadline_s:.0f} s)"
+        )
+    end = 0.0
+    for step, budget, why in plan:
+        if budget is None:
+            print(f"  {step:<17} {'-':>5}             {why}")
+        elif check.args.cpu:
+            print(f"  {step}")
+        else:
+            end += budget
+            print(f"  {step:<17} {budget:5.0f} s  ends {end:5.0f} s")
+    print(flush=True)
 
 
 def print_table(check: Check) -> None:

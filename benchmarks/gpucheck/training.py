@@ -1,18 +1,24 @@
-"""rlperf's own runs: :func:`train` (``rlperf train`` or ``rlperf profile`` on the check's device,
-stopped by its wall budget or at a target return, its summary and curve read back), and the
-steps made of one such run: ``cartpole_475``, ``telemetry`` and ``profile``."""
+"""rlperf's own runs: :func:`train` (``rlperf train`` or ``rlperf profile`` on a device, stopped
+by its wall budget or at a target return, its summary and curve read back), and the steps made
+of one such run: ``cartpole_475`` and ``telemetry``."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import shlex
-import shutil
-from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpucheck.core import BIG, GRACE_S, Failed, Rows, Skip, first_at, read_json, run_process, thin
+from gpucheck.core import (
+    GRACE_S,
+    MIN_STEP_S,
+    Failed,
+    Rows,
+    Skip,
+    first_at,
+    read_json,
+    run_process,
+    thin,
+)
+from gpucheck.facts import lacks
 
 if TYPE_CHECKING:
     from gpucheck.check import Check
@@ -27,14 +33,19 @@ def train(
     stop_at: float | None = None,
     wall_s: float | None = None,
     command: str = "train",
+    device: str | None = None,
+    steady_after: int | None = None,
 ) -> dict[str, Any]:
-    """``rlperf <command> args --device D`` with --max-wall-s (``wall_s``, or what the timeout
-    leaves after start-up), stopped at the first metrics row at ``stop_at``; its figures."""
-    timeout = check.timeout(cap_s)
-    wall = wall_s if wall_s is not None else timeout - check.sizes.startup_s - GRACE_S
+    """``rlperf <command> args --device D`` (``device``, else the check's) with --max-wall-s
+    (``wall_s``, or what the timeout leaves after start-up), stopped at the first metrics row at
+    ``stop_at``; its figures. ``steady_after``: also the SPS of the iterations after that one
+    (``sps_steady``: a profiled run's traced iterations and their trace export left out)."""
+    least = (wall_s or 0) + 5 if wall_s is not None else MIN_STEP_S
+    timeout = check.timeout(cap_s, least_s=min(least, MIN_STEP_S))
+    wall = wall_s if wall_s is not None else timeout - check.sizes.startup_s
     run_dir = check.work / name
-    argv = check.python("-m", "rlperf", command, *args, "--device", check.sizes.device,
-                        "--max-wall-s", f"{max(wall, 1.0):.0f}", "--run-dir", str(run_dir),
+    argv = check.python("-m", "rlperf", command, *args, "--device", device or check.sizes.device,
+                        "--max-wall-s", f"{max(wall, 1.0):g}", "--run-dir", str(run_dir),
                         "--no-progress")  # fmt: skip
     rows = Rows(run_dir / "metrics.jsonl")
     stop = None if stop_at is None else (lambda: first_at(rows.read(), stop_at) is not None)
@@ -68,6 +79,8 @@ def train(
             "update": summary.get("update"),
             "policy": summary.get("policy"),
             "device": summary.get("device"),
+            "env": summary.get("env"),
+            "sps_steady": steady_sps(metrics, steady_after) if steady_after else None,
             "stopped_at_target": fin.stopped,
             "timed_out": fin.timed_out,  # --max-wall-s did not stop it in time (SIGINT did)
             "sections_pct": {
@@ -96,13 +109,30 @@ def train(
     return figures
 
 
+def steady_sps(metrics: list[dict[str, Any]], after: int) -> float | None:
+    """Steps per second from the end of iteration ``after`` to the last metrics row; None where
+    no row follows it."""
+    base = [r for r in metrics if r.get("iteration", 0) <= after]
+    rest = [r for r in metrics if r.get("iteration", 0) > after]
+    if not base or not rest or rest[-1]["wall_s"] <= base[-1]["wall_s"]:
+        return None
+    steps = rest[-1]["global_step"] - base[-1]["global_step"]
+    return round(steps / (rest[-1]["wall_s"] - base[-1]["wall_s"]), 1)
+
+
 def step_cartpole_475(check: Check) -> dict[str, Any]:
+    """PureJaxRL's CartPole work to a return of 475, on the envs on the device where rlperf has
+    them (issue #57: the device path reaches 475 as the host path did), else on the host."""
     check.needs_cuda()
     envs, steps, total = check.sizes.cartpole
     args = f"--env cartpole --num-envs {envs} --num-steps {steps} --total-steps {total} "
     args += "--learning-rate 2.5e-4 --seed 1"  # PureJaxRL's CartPole learning rate
+    path = lacks(check, "vec_backend_torch") or "--vec-backend torch"
+    if check.has("vec_backend_torch"):
+        args += " --vec-backend torch"
     target = check.sizes.target_return
-    figures = train(check, "cartpole_475", args.split(), check.sizes.cartpole_s, stop_at=target)
+    figures = train(check, "cartpole_475", args.split(), check.cap("cartpole_475"), stop_at=target)
+    figures["path"] = path
     if figures["at_target"] is None:
         raise Failed(
             f"the mean return reached {figures['mean_return_last_100']} in "
@@ -121,47 +151,3 @@ def step_telemetry(check: Check) -> dict[str, Any]:
     if "gpus" not in block:
         raise Skip(block.get("note") or "the run recorded no telemetry", block)
     return block
-
-
-def step_profile(check: Check) -> dict[str, Any]:
-    check.needs_cuda()
-    out = check.work / "profile_out"
-    schedule = "--torch-profiler --wait 1 --warmup 1 --active 2 --repeat 1".split()
-    args = ["--env", "cartpole", "--num-envs", str(check.sizes.big_envs), "--total-steps",
-            str(BIG), *schedule, "--out", str(out)]  # fmt: skip
-    wall = check.sizes.workload_s + 1  # a few iterations past the profiler's schedule
-    figures = train(check, "profile", args, check.cap("profile"), command="profile", wall_s=wall)
-    figures.pop("summary")
-    report = read_json(out / "report.json") or {}
-    figures["sections"] = {
-        s["name"]: {k: s.get(k) for k in ("calls", "mean_ms", "pct", "gpu_peak_mb")}
-        for s in report.get("sections", [])
-    }
-    traces = sorted((out / "torch_traces").glob("*.pt.trace.json"))
-    if not traces:
-        raise Failed("no torch.profiler trace was written", figures)
-    figures["trace"] = trace_activity(traces[0])
-    kept = check.out.with_name(check.out.stem + "_trace.json.gz")
-    with open(traces[0], "rb") as src, gzip.open(kept, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    figures["trace"]["kept"] = str(kept)
-    if check.cuda and not figures["trace"]["kernels"]:
-        raise Failed("the trace shows no CUDA kernel", figures)
-    return figures
-
-
-def trace_activity(path: Path) -> dict[str, Any]:
-    """Events of a torch.profiler (Chrome) trace by category, and its CUDA kernels by time."""
-    events = json.loads(path.read_text()).get("traceEvents", [])
-    cats = Counter(e.get("cat") for e in events)
-    kernels: Counter[str] = Counter()
-    for e in events:
-        if e.get("cat") == "kernel":
-            kernels[e.get("name", "?")] += e.get("dur", 0)
-    return {
-        "mb": round(path.stat().st_size / 2**20, 2),
-        "events": dict(cats),
-        "kernels": cats.get("kernel", 0),
-        "memcpy": cats.get("gpu_memcpy", 0),
-        "top_kernels_us": dict(kernels.most_common(10)),
-    }

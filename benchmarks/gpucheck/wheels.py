@@ -4,10 +4,13 @@ before rlperf itself (``pip install -e .``, its C kernels built on that machine)
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +22,7 @@ if TYPE_CHECKING:
 
 # What the GPU machine lacks (its image has torch, jax, flax, optax, chex, numpy, cloudpickle,
 # pillow, imageio, packaging, opencv-python-headless, tensorboard, nvidia-ml-py, absl-py,
-# attrs, wrapt, matplotlib and seaborn): (name, version, pure Python, who needs it). envpool is
-# left out: with the assets it requires it is hundreds of MB, over the 64 MiB that travel.
+# attrs, wrapt, tqdm, rich, matplotlib and seaborn): (name, version, pure Python, who needs it).
 WHEELS = (
     ("gymnasium", "1.4.0", True, "rlperf"),
     ("farama-notifications", "0.0.6", True, "gymnasium"),
@@ -32,23 +34,43 @@ WHEELS = (
     ("glfw", "2.11.0", False, "mujoco"),
     ("pyopengl", "3.1.10", True, "mujoco"),
     ("websockets", "17.4", False, "mujoco-studio"),
-    ("tyro", "1.0.17", True, "CleanRL's ppo_atari.py"),
+    ("tyro", "1.0.17", True, "CleanRL's and LeanRL's scripts"),
     ("docstring-parser", "0.18.0", True, "tyro"),
     ("typeguard", "4.6.1", True, "tyro"),
     ("stable-baselines3", "2.9.2", True, "--preset atari's EpisodicLifeEnv and FireResetEnv"),
     ("gymnax", "0.0.9", True, "PureJaxRL (benchmarks/purejaxrl/README.md pins it)"),
     ("distrax", "0.1.9", True, "PureJaxRL"),
     ("tfp-nightly", "0.26.0.dev20261027", True, "distrax"),
-    ("dm-tree", "0.1.10", False, "tfp-nightly"),
+    ("dm-tree", "0.1.10", False, "tfp-nightly, dm-env"),
     ("gast", "0.7.0", True, "tfp-nightly"),
     ("decorator", "5.3.1", True, "tfp-nightly"),
+    ("tensordict", "0.15.3", True, "LeanRL's scripts (CudaGraphModule; it asks torch>=2.11)"),
+    ("pyvers", "0.2.3", True, "tensordict"),
+    ("envpool", "1.2.5", False, "--vec-backend envpool, LeanRL's and CleanRL's Atari scripts"),
+    ("envpool-assets", "0.3.0", True, "envpool (its Atari ROMs)"),
+    ("dm-env", "1.6", True, "envpool"),
+    ("optree", "0.20.0", False, "envpool"),
 )
 BINARY_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
                     "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
+# Wheels too large to travel whole (EnvPool's is 50 MiB, its assets 60 MiB, over what a run
+# carries with the rest), cut to the Atari envs the check runs: the folders kept, and files
+# given new text (EnvPool's entry point imports every env family's registration).
+SLIM = {
+    "envpool": (
+        ("envpool/__init__.py", "envpool/entry.py", "envpool/registration.py",
+         "envpool/py.typed", "envpool/python/", "envpool/atari/"),
+        {"envpool/entry.py": '"""Entry point: the Atari envs only (benchmarks/gpucheck/wheels.py '
+                             'slimmed this wheel)."""\n\nimport envpool.atari.registration  '
+                             '# noqa: F401\n'},
+    ),
+    "envpool_assets": (("envpool_assets/__init__.py", "envpool_assets/atari/"), {}),
+}  # fmt: skip
 
 
 def fetch_wheels(folder: Path) -> int:
-    """Download :data:`WHEELS` for the GPU machine's Python 3.12 into ``folder``."""
+    """Download :data:`WHEELS` for the GPU machine's Python 3.12 into ``folder``, the ones of
+    :data:`SLIM` cut to what the check runs."""
     folder.mkdir(parents=True, exist_ok=True)
     failed = []
     for name, version, pure, _ in WHEELS:
@@ -61,6 +83,9 @@ def fetch_wheels(folder: Path) -> int:
         if done.returncode != 0:
             failed.append(name)
             print(f"{name}=={version}: FAILED {done.stderr.strip().splitlines()[-1:]}")
+        elif normal(name) in SLIM:
+            for wheel in folder.glob(f"{normal(name)}-{version}-*.whl"):
+                slim_wheel(wheel, *SLIM[normal(name)])
     total = 0
     for w in sorted(folder.glob("*.whl")):
         total += w.stat().st_size
@@ -70,6 +95,27 @@ def fetch_wheels(folder: Path) -> int:
         "fetched); the tree and what it carries travel within 64 MiB"
     )
     return 1 if failed else 0
+
+
+def slim_wheel(path: Path, keep: tuple[str, ...], new_text: dict[str, str]) -> None:
+    """Rewrite wheel ``path`` in place with only its members under ``keep`` and its
+    .dist-info, those of ``new_text`` given that text, and a RECORD listing what is left (pip
+    installs what RECORD lists)."""
+    slim = path.with_suffix(".slim")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as dst:
+        record = next(n for n in src.namelist() if n.endswith(".dist-info/RECORD"))
+        dist_info = record.rsplit("/", 1)[0] + "/"
+        lines = []
+        for info in src.infolist():
+            if info.filename == record or not info.filename.startswith((dist_info, *keep)):
+                continue
+            data = new_text[info.filename].encode() if info.filename in new_text else None
+            data = src.read(info) if data is None else data
+            dst.writestr(info, data)  # the member's own mode bits (a .so stays executable)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            lines.append(f"{info.filename},sha256={digest.decode()},{len(data)}")
+        dst.writestr(record, "\n".join([*lines, f"{record},,"]) + "\n")
+    slim.replace(path)
 
 
 def step_install(check: Check) -> dict[str, Any]:

@@ -1,12 +1,13 @@
-"""The ``workloads`` step: the GPU-sized runs of rlperf (CartPole at 4,096 envs, the CNN and the
-ConvLSTM on the robots' pixels, MuJoCo, Atari, nccl with two ranks), each for a few seconds."""
+"""The ``workloads`` step (not in the 8-minute plan: ``--only workloads``): rlperf's other
+GPU-sized runs, the CNN and the ConvLSTM on the robots' pixels and nccl with two ranks, each for a
+few seconds. CartPole, MuJoCo and Atari have rows of their own (:mod:`gpucheck.cartpole`,
+:mod:`gpucheck.versus`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpucheck.atari import ATARI_ENV
 from gpucheck.core import BIG, Skip, attempt, items
 from gpucheck.facts import missing_for
 from gpucheck.report import sps_text
@@ -30,14 +31,9 @@ def workloads(s: Sizes) -> list[Workload]:
     pixel = f"--num-envs {s.pixel_envs}" + (
         f" --num-steps {s.pixel_steps}" if s.pixel_steps else ""
     )
-    mujoco = f" --num-steps {s.mujoco_steps}" if s.mujoco_steps else ""
-    atari = f" --num-envs {s.atari_envs}" if s.atari_envs else ""
     return [
-        Workload("cartpole_big", f"--env cartpole --num-envs {s.big_envs}"),
         Workload("cnn_robots_rgb", f"--env robots --policy cnn {pixel}"),
         Workload("convlstm_robots_rgb", f"--preset robots-rgb {pixel}"),
-        Workload("mujoco", "--preset mujoco" + mujoco, modules=("gymnasium", "mujoco")),
-        Workload("atari_pong", f"--preset atari --env {ATARI_ENV}{atari}", "atari", ("ale_py",)),
         Workload(
             "nccl_2ranks",
             f"--env cartpole --num-envs {s.big_envs} --nproc 2 --dist-backend nccl",
