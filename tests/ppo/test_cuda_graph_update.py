@@ -208,7 +208,8 @@ def test_graphed_step_turns_autocast_caching_off() -> None:
 
 
 def test_cuda_graphs_flag() -> None:
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
 
     def parsed(*flags: str) -> bool:
         return config_from_args(build_parser().parse_args(["train", *flags])).run.cuda_graphs
@@ -264,6 +265,24 @@ def test_graphed_step_equals_the_eager_step_on_cuda(update_kind: str, policy_kin
     assert isinstance(step, GraphedMinibatchStep) and step.captured.graph is not None
     for eager, graphed in zip(*results, strict=True):
         torch.testing.assert_close(graphed.cpu(), eager.cpu(), rtol=1e-4, atol=1e-5)
+
+
+@requires_cuda
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_graphed_autocast_step_equals_the_eager_step_on_cuda(precision: str) -> None:
+    """Autocast inside the graph (its weight cache off) and fp16's loss scaling (scale, skip
+    and growth all on the device): the eager step's parameters and scale after 24 steps."""
+    cfg = Config()
+    gen, template = torch.Generator().manual_seed(1), _policy("mlp").float().cuda()
+    batches = [[_minibatch(template, gen, True) for _ in range(8)] for _ in range(3)]
+    results = []
+    for step_cls in (MinibatchStep, GraphedMinibatchStep):
+        update = AutogradUpdate(_policy("mlp").float().cuda(), cfg.ppo, precision=precision)
+        stats = _train(step_cls(update, cfg.ppo), batches, cfg.ppo.learning_rate)
+        scale = update.scaler.scale if update.scaler is not None else torch.ones(())
+        results.append((update.flat.detach().clone(), stats, scale))
+    for eager, graphed in zip(*results, strict=True):
+        torch.testing.assert_close(graphed.cpu(), eager.cpu(), rtol=1e-3, atol=1e-4)
 
 
 @requires_cuda
