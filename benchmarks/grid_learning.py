@@ -70,7 +70,8 @@ def play(policy, options: dict, maps: int, teacher_only: bool = False) -> tuple[
 
 
 def train_one(seed: int, supervised_steps: int, args: argparse.Namespace, options: dict):  # noqa: ANN201
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
     from rlperf.ppo.trainer import Trainer
     from rlperf.timing.sections import Profiler
 
@@ -114,7 +115,8 @@ def main() -> int:
     ap.add_argument("extra", nargs="*", help="more `rlperf train` flags, after --")
     args = ap.parse_args()
 
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
 
     probe = config_from_args(build_parser().parse_args(["train", "--preset", "grid", *args.extra]))
     options = dict(probe.env.options)

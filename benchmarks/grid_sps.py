@@ -24,7 +24,8 @@ from rlperf.bench.harness import spread
 
 
 def build(phase: str, args: argparse.Namespace):  # noqa: ANN201
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
     from rlperf.ppo.trainer import Trainer
     from rlperf.timing.sections import Profiler
 

@@ -83,7 +83,8 @@ def random_chooser(num_actions: int, seed: int):  # noqa: ANN201
 
 def train_one(seed: int, args: argparse.Namespace) -> list[tuple[int, float, float]]:
     """Train one seed; returns (global step, greedy solve rate, wall seconds) per evaluation."""
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
     from rlperf.ppo.trainer import Trainer
     from rlperf.timing.sections import Profiler
 
@@ -126,7 +127,8 @@ def main() -> int:
     ap.add_argument("extra", nargs="*", help="more `rlperf train` flags, after --")
     args = ap.parse_args()
 
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
 
     probe = ["train", "--env", "robots", *args.extra]
     options = dict(config_from_args(build_parser().parse_args(probe)).env.options)

@@ -413,7 +413,8 @@ def test_a_fresh_run_counts_every_step_as_this_runs(finished_run: Path) -> None:
 
 
 def test_env_options_add_to_the_presets_and_override_only_the_keys_they_name() -> None:
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
 
     def options(*flags: str) -> dict:
         return config_from_args(build_parser().parse_args(["train", *flags])).env.options
@@ -495,6 +496,7 @@ def test_without_policy_the_env_gets_one_that_reads_its_observations(
 ) -> None:
     """``rlperf train --env grid --vec-backend multiprocess ...`` names no policy: the
     grid's images take the CNN rather than failing on the default MLP; a given one stays."""
-    from rlperf.cli import build_parser, config_from_args
+    from rlperf.cli import build_parser
+    from rlperf.ppo.commands import config_from_args
 
     assert config_from_args(build_parser().parse_args(["train", *flags])).policy.kind == kind

@@ -30,7 +30,8 @@ from gymnasium.error import DependencyNotInstalled
 
 from rlperf.bench.gate import Settings
 from rlperf.bench.registry import HISTORY, QUICK, all_cases, tagged
-from rlperf.cli import UsageError, build_parser, check_command, subcommand_parsers
+from rlperf.cli import build_parser, check_command
+from rlperf.commandline import UsageError, subcommand_parsers
 from rlperf.profiling.profile_run import DEFAULT_STEPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -307,6 +308,73 @@ def test_link_resolves(page: Path, line: int, target: str) -> None:
     assert resolved.exists(), f"{where}: no file {path}"
     if anchor and resolved.suffix == ".md":
         assert anchor.lower() in anchors(resolved), f"{where}: no heading #{anchor}"
+
+
+# -- size and machine paths ---------------------------------------------------------------------
+# A reference page says how things work today and stays readable top to bottom; dated narratives
+# go to docs/journal/ (no limit there: it is append-only).
+REFERENCE_PAGE_MAX_LINES = 250
+README_MAX_LINES = 150
+# A folder of the machine a figure was measured on (/work/runs/..., /tmp/x.py, /home/me/...):
+# meaningless to a reader, and it names the box instead of the command. A path inside a word
+# (docs/workers.md) or a system tool (/usr/bin/time) is not one.
+MACHINE_PATH = re.compile(r"(?<![\w.~$-])/(?:work|tmp|root|home|Users|mnt|scratch)(?:/|\b)")
+
+
+def every_doc() -> list[Path]:
+    """Every Markdown file a reader of the repository meets, the journal included."""
+    found = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    found += sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "benchmarks").rglob("*.md"))
+    return [p for p in found if p.exists()]
+
+
+def line_count(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_reference_pages_are_short() -> None:
+    """Every reference page in docs/ (the journal left out) is at most 250 lines."""
+    reference = [p for p in pages() if p.parent == ROOT / "docs"]
+    assert len(reference) > 10, "docs/*.md found"
+    long = [f"{rel(p)}: {n}" for p in reference if (n := line_count(p)) > REFERENCE_PAGE_MAX_LINES]
+    assert not long, f"over {REFERENCE_PAGE_MAX_LINES} lines (narratives: docs/journal/): {long}"
+
+
+def test_readme_is_short() -> None:
+    n = line_count(ROOT / "README.md")
+    assert n <= README_MAX_LINES, f"README.md: {n} lines, over {README_MAX_LINES} (details: docs/)"
+
+
+def test_no_machine_paths() -> None:
+    """No doc names a folder of the machine it was written on."""
+    found = [
+        f"{rel(page)}:{number}: {m.group(0)}"
+        for page in every_doc()
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        for m in [MACHINE_PATH.search(line)]
+        if m
+    ]
+    assert not found, "machine paths (write PATH, runs/NAME, a relative path):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("line", "is_machine_path"),
+    [
+        ("rlperf eval /work/runs/HalfCheetah-v5-s1", True),
+        ("--cleanrl-script /tmp/ppo_continuous_action.py", True),
+        ("(a script in /tmp, not kept)", True),
+        ("cd /root && ls", True),
+        ("see docs/workers.md and the /home/me/x.py copy", True),
+        ("see docs/workers.md (the journal: journal/workers.md)", False),
+        ("`/usr/bin/time -v python ...`", False),
+        ("--cleanrl-script PATH/ppo_continuous_action.py --run-dir runs/tmp", False),
+        ("~/.cache/rlperf/kernels or $TMPDIR/x", False),
+    ],
+)
+def test_machine_path_pattern(line: str, is_machine_path: bool) -> None:
+    """The pattern flags a machine's folders and leaves relative paths, placeholders and system
+    tools alone."""
+    assert bool(MACHINE_PATH.search(line)) == is_machine_path
 
 
 # -- figures the docs state --------------------------------------------------------------------

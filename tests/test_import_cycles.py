@@ -1,6 +1,15 @@
-"""No import cycle among rlperf's modules.
+"""No import cycle among rlperf's modules, and no import from a lower layer to a higher one.
 
-Run as a test, or as a script that lists the cycles: ``python tests/test_import_cycles.py``.
+Run as a test, or as a script that lists the cycles and the imports that point up:
+``python tests/test_import_cycles.py``.
+
+The layers, lowest first (:data:`LAYERS`): what every module uses (cores, timing, the C
+kernels' boundary); the config; the pieces of a run (envs, policies, the ranks, the run's
+files and logs); PPO; the tools over runs (profiling, bench, tune); what every command shares
+(``commandline.py``); the command modules (each package's ``commands.py``, and ``profile``'s
+body); the CLI. A module imports its own layer or lower ones. The CLI reaches the command
+modules only by name (``cli.COMMAND_MODULES``, ``importlib``): the one arrow up the drawing,
+and not an import this check sees.
 
 Every ``import`` / ``from ... import`` of an rlperf module counts, at module level or inside a
 function (a lazy import only hides a cycle until the function runs), except those under
@@ -91,6 +100,60 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(groups)
 
 
+# Module prefixes per layer, lowest first; the longest prefix that matches a module places it.
+LAYERS: list[tuple[str, ...]] = [
+    ("rlperf.cores", "rlperf.cpu_features", "rlperf.threads", "rlperf.timing", "rlperf.native",
+     # The Atari preset's settings (ids, ALE options, the wrappers' text), imported by the
+     # presets and by nothing of rlperf itself.
+     "rlperf.envs.atari"),
+    ("rlperf.config", "rlperf.presets"),
+    ("rlperf.envs", "rlperf.policies", "rlperf.distributed", "rlperf.run", "rlperf.openmp"),
+    ("rlperf.ppo",),
+    ("rlperf.profiling", "rlperf.bench", "rlperf.tune"),
+    ("rlperf.commandline",),
+    ("rlperf.ppo.commands", "rlperf.run.commands", "rlperf.profiling.commands",
+     "rlperf.profiling.profile_run", "rlperf.bench.commands", "rlperf.tune.commands"),
+    ("rlperf.cli", "rlperf.__main__"),
+]  # fmt: skip
+# The package itself is the public face (``rlperf.load_policy``), above every layer; modules
+# import ``rlperf`` for ``__version__`` only.
+PACKAGE = "rlperf"
+
+
+def layer_of(module: str) -> int | None:
+    """``module``'s layer (an index into :data:`LAYERS`); None for the package itself."""
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    if best is None and module != PACKAGE:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+    return None if best is None else best[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a module to one in a higher layer, as ``a (layer) -> b (layer)``."""
+    found = []
+    for source in sorted(graph):
+        for target in sorted(graph[source]):
+            low, high = layer_of(source), layer_of(target)
+            if low is not None and high is not None and high > low:
+                found.append(f"{source} ({low}) -> {target} ({high})")
+    return found
+
+
+def test_no_import_points_up_the_layers() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_import_that_points_up() -> None:
+    planted = {"rlperf.run.evaluate": {"rlperf.cli", "rlperf.config"}, "rlperf.cli": {"rlperf"}}
+    assert upward_imports(planted) == ["rlperf.run.evaluate (2) -> rlperf.cli (7)"]
+    assert layer_of("rlperf.run.commands") == 6 and layer_of("rlperf.run.export") == 2
+
+
 def test_rlperf_has_no_import_cycle() -> None:
     assert cycles(import_graph()) == []
 
@@ -106,8 +169,12 @@ def test_the_check_finds_a_cycle_and_ignores_type_checking_imports() -> None:
 
 
 if __name__ == "__main__":
-    found = cycles(import_graph())
+    graph = import_graph()
+    found = cycles(graph)
     for group in found:
         print(" <-> ".join(group))
     print(f"{len(found)} import cycle(s) among rlperf's modules")
-    sys.exit(1 if found else 0)
+    up = upward_imports(graph)
+    print("\n".join(up))
+    print(f"{len(up)} import(s) from a lower layer to a higher one")
+    sys.exit(1 if found or up else 0)

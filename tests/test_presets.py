@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_cli import expect_usage_error
 
-from rlperf.cli import build_parser, config_from_args
+from rlperf.cli import build_parser
 from rlperf.config import (
     Config,
     ConfigError,
@@ -19,6 +19,7 @@ from rlperf.config import (
     preset_file_text,
     read_preset_file,
 )
+from rlperf.ppo.commands import config_from_args
 from rlperf.presets import MUJOCO_FAST, MUJOCO_FAST_MINIBATCH, MUJOCO_V5, PRESETS
 
 GENERIC = sorted(name for name, p in PRESETS.items() if p.envs is None)

@@ -93,3 +93,40 @@ def check_seed(seed: int, world_size: int = 1) -> None:
             else ""
         )
         raise ConfigError(f"seed must be between 0 and {top}{ranks}, got {seed}")
+
+
+def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``parser``'s subcommands by name (``train``, ``profile`` ...) and their parsers."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def check_parsed(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Parse ``argv`` with ``parser`` and run the command's ``check`` (its checks before any
+    work) without running it, nothing printed: :func:`rlperf.cli.check_command` with the whole
+    parser, ``rlperf compare`` with its package's for each side's ``profile``.
+
+    Raises:
+        UsageError: the first problem; its message is the line the CLI prints after
+            ``rlperf: error:``.
+    """
+    # A flag spelled in full: argparse takes a prefix (`--num-env`) for the flag it abbreviates,
+    # so a doc naming a renamed flag's old prefix would pass unnoticed.
+    for each in (parser, *subcommand_parsers(parser).values()):
+        each.allow_abbrev = False
+    try:
+        with checking_only():
+            args = parser.parse_args(argv)
+            args.argv = list(argv)
+            check = getattr(args, "check", None)
+            if check is not None:
+                check(args)
+    except USAGE_ERRORS as e:
+        raise UsageError(str(e)) from None
+    except Failed as e:
+        raise UsageError(e.message) from None
+    except SystemExit as e:
+        if e.code not in (0, None):  # --help exits 0: the command is accepted
+            raise

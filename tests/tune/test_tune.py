@@ -18,8 +18,9 @@ optuna = pytest.importorskip("optuna", reason="rlperf tune needs the tune extra:
 
 from test_cli import expect_usage_error  # noqa: E402
 
-from rlperf.cli import build_parser, config_from_args, main  # noqa: E402
+from rlperf.cli import build_parser, main  # noqa: E402
 from rlperf.config import preset  # noqa: E402
+from rlperf.ppo.commands import config_from_args  # noqa: E402
 from rlperf.tune import space, trial  # noqa: E402
 
 WALL_S = "1.5"

@@ -15,14 +15,22 @@ import tempfile
 from pathlib import Path
 from typing import Any, cast
 
-from rlperf.cli import (
+from rlperf.commandline import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    OneLineParser,
+    UsageError,
+    check_parsed,
+    fail,
+)
+from rlperf.distributed.launch import add_launch_flags
+from rlperf.ppo.commands import (
     add_config_flags,
     add_output_flags,
     config_from_args,
     explicit_overrides,
 )
-from rlperf.commandline import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError, fail
-from rlperf.distributed.launch import add_launch_flags
 
 
 # -- analyze ---------------------------------------------------------------------------------
@@ -105,13 +113,14 @@ def compare_flags(args: argparse.Namespace) -> tuple[list[str], list[str]] | Non
 def check_compare(args: argparse.Namespace) -> tuple[list[str], list[str]] | None:
     """``compare``'s checks before any run: :func:`compare_flags`, then each side's
     ``rlperf profile`` command checked as that command checks itself, the env and the policy's
-    fit included (:func:`rlperf.cli.check_command`). Returns :func:`compare_flags`'s."""
-    from rlperf.cli import check_command
-
+    fit included (as :func:`rlperf.cli.check_command` does, with this package's parsers).
+    Returns :func:`compare_flags`'s."""
     flags = compare_flags(args)
+    parser = OneLineParser(prog="rlperf")
+    register(parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser))
     for side, side_flags in zip("ab", flags or (), strict=False):
         try:
-            check_command(["profile", *side_flags])
+            check_parsed(parser, ["profile", *side_flags])
         except UsageError as e:
             fail(f"--{side}: {e}")
     return flags

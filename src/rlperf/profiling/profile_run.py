@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from rlperf.cli import (
+from rlperf.commandline import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, USAGE_ERRORS, fail
+from rlperf.distributed.group import Ranks
+from rlperf.ppo.commands import (
     attach_tensorboard,
     build_trainer,
     check_output_flags,
@@ -37,8 +39,6 @@ from rlperf.cli import (
     run_views,
     target_run_dir,
 )
-from rlperf.commandline import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, USAGE_ERRORS, fail
-from rlperf.distributed.group import Ranks
 from rlperf.profiling import rank_spread
 from rlperf.profiling.cprofile import CProfileCapture
 from rlperf.profiling.memory import MemoryTracker
