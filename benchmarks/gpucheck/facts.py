@@ -21,7 +21,8 @@ MODULES = {"gymnasium": "gymnasium", "ale_py": "ale-py", "mujoco": "mujoco", "cv
            "tyro": "tyro", "tensorboard": "tensorboard", "pynvml": "nvidia-ml-py",
            "jax": "jax", "flax": "flax", "optax": "optax", "distrax": "distrax",
            "gymnax": "gymnax", "envpool": "envpool",
-           "stable_baselines3": "stable-baselines3"}  # fmt: skip
+           "stable_baselines3": "stable-baselines3", "tensordict": "tensordict",
+           "tqdm": "tqdm"}  # fmt: skip
 
 
 def facts() -> dict[str, Any]:
