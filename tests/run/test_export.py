@@ -5,7 +5,6 @@ process that never imports rlperf; a recurrent policy's export is refused in one
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from rlperf.run.evaluate import (
     make_eval_env,
     run_episodes,
 )
+from rlperf.run.export import FORMATS
 
 TINY = ["--num-envs", "4", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs",
         "1", "--threads", "1", "--seed", "1", "--total-steps", "256", "--no-progress"]  # fmt: skip
@@ -127,15 +127,21 @@ def exported_actions(tmp_path: Path, fmt: str, path: Path, obs: np.ndarray) -> n
     return np.load(tmp_path / "actions.npy")
 
 
-def check_exports(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def needs(fmt: str) -> None:
+    """Skip, saying which extra, where ``fmt``'s files cannot be written and run here."""
+    if fmt == "onnx":
+        for module in ONNX:
+            pytest.importorskip(module, reason=f"the export extra's {module} is not installed")
+
+
+def check_exports(
+    run: Path, formats: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     obs, expected, _ = eval_episode(run)
     assert len(obs) > 1
     capsys.readouterr()  # the training's output
     loaded = rlperf.load_policy(run)
     assert_same_actions(loaded.act(obs, deterministic=True).numpy(), expected)
-    formats = ["torchscript"]
-    if all(importlib.util.find_spec(p) is not None for p in ONNX):
-        formats.append("onnx")
     for fmt in formats:
         out = tmp_path / f"policy.{fmt}"
         assert main(["export", str(run), "--format", fmt, "--out", str(out)]) == EXIT_OK
@@ -145,21 +151,30 @@ def check_exports(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> N
         assert_same_actions(exported_actions(tmp_path, fmt, out, obs[:1]), expected[:1])
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", ["mlp_discrete", "mlp_gaussian", "cnn"])
 def test_load_and_export_take_evals_actions(
-    name: str, runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    name: str, fmt: str, runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    check_exports(runs / name, tmp_path, capsys)
+    needs(fmt)
+    check_exports(runs / name, (fmt,), tmp_path, capsys)
 
 
-def test_the_atari_cnn_exports_with_evals_actions(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+@pytest.fixture(scope="module")
+def atari_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for module in ("ale_py", "cv2", "stable_baselines3"):
         pytest.importorskip(module, reason=f"the atari extra's {module} is not installed")
-    run = tmp_path / "atari"
+    run = tmp_path_factory.mktemp("atari") / "run"
     assert main(["train", *ATARI, "--run-dir", str(run)]) == EXIT_OK
-    check_exports(run, tmp_path, capsys)
+    return run
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_atari_cnn_exports_with_evals_actions(
+    fmt: str, atari_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    needs(fmt)
+    check_exports(atari_run, (fmt,), tmp_path, capsys)
 
 
 def test_a_recurrent_policy_loads_with_its_state_and_is_not_exported(
