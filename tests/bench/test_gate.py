@@ -16,7 +16,20 @@ from tiny_repo import FIVE_PERCENT, SLOWER_BY_5_PERCENT, TinyRepo
 from tiny_repo import git as tiny_git
 
 import rlperf
-from rlperf.bench.gate import Settings, Side, Worker, exit_code, format_verdict, run_rounds
+from rlperf.bench import counters
+from rlperf.bench.gate import (
+    GateError,
+    Settings,
+    Side,
+    Worker,
+    analyse,
+    begin_round,
+    exit_code,
+    format_verdict,
+    report,
+    results_from_json,
+    run_rounds,
+)
 from rlperf.bench.stats import decide_family, fewest_rounds_to_flag
 from rlperf.bench.worktree import checked_out
 from rlperf.cli import main
@@ -380,3 +393,72 @@ def test_the_gate_says_up_front_how_long_it_may_take_and_a_round_in_one_short_li
     assert rounds and all(len(line) <= 120 for line in lines), max(lines, key=len)
     assert rounds[0].startswith("round 1/25: 5 undecided; head/base up to 1.100; ")
     assert rounds[-1].startswith(f"round {len(rounds)}/25: 4 ok, 1 regression; ")
+
+
+# -- instructions: the signal where the kernel counts them ---------------------------------------
+class CountingWorker(ScriptedWorker):
+    """A worker whose round processes count instructions: the head of ``slow`` cases executes
+    10% more instructions in every sample, its CPU time as the base's; ``no_instructions`` makes
+    its setup say why it counts none, as on a VM without a PMU."""
+
+    def __init__(self, slow: set[str], no_instructions: str | None = None) -> None:
+        super().__init__(set())
+        self.counted_slow, self.no_instructions = slow, no_instructions
+
+    def ask(self, request: dict) -> dict:
+        answer = super().ask(request)
+        if request["op"] == "setup" and self.no_instructions is not None:
+            answer["sides"] = {k: {**v, "no_instructions": self.no_instructions}
+                               for k, v in answer["sides"].items()}  # fmt: skip
+        if request["op"] == "measure" and self.no_instructions is None:
+            slow = request["side"] == "head" and request["case"] in self.counted_slow
+            answer["instructions"] = 1.1e9 if slow else 1e9
+        return answer
+
+
+def test_the_gate_decides_on_instructions_where_they_are_counted() -> None:
+    side = Side("base", "base", "", Path("."))
+    head = replace(side, label="head")
+    on_count = Settings(metric="instructions")
+    results = run_rounds(side, head, ["a", "b"], on_count, lambda _: None, CountingWorker({"a"}))
+    assert results[0].decision("instructions") == "regression"
+    assert results[0].decision("cpu") == "ok" and results[1].decision("instructions") == "ok"
+    text = report(results, on_count)
+    assert "decided on instructions" in text and "; cpu ratio 1.000" in text
+    saved = json.loads(json.dumps([r.to_dict() for r in results]))
+    again = results_from_json({"cases": saved})
+    analyse(again, on_count)
+    assert again[0].decision("instructions") == "regression"
+
+
+def test_instructions_where_none_are_counted_is_exit_2_saying_why() -> None:
+    side = Side("base", "base", "", Path("."))
+    why = "perf_event_open(instructions): ENOENT (No such file or directory): no hardware PMU"
+    with pytest.raises(GateError, match="--metric instructions on base: perf_event_open"):
+        run_rounds(side, replace(side, label="head"), ["a"], Settings(metric="instructions"),
+                   lambda _: None, CountingWorker(set(), no_instructions=why))  # fmt: skip
+    # Samples without counts (a CPU-timed run's --json) cannot be re-decided on them.
+    results = run_rounds(side, replace(side, label="head"), ["a"], Settings(), lambda _: None,
+                         ScriptedWorker(set()))  # fmt: skip
+    with pytest.raises(GateError, match="the samples have no instructions"):
+        analyse(results, Settings(metric="instructions"))
+
+
+def test_the_round_processes_count_instructions_or_say_why(tiny_repo: TinyRepo) -> None:
+    """The real worker: each side's setup says why it counts no instructions (one line), or
+    every sample carries its count."""
+    base = tiny_repo.commit("base")
+    (res,) = gate_tiny(tiny_repo, base, base, replace(FIVE_PERCENT, max_rounds=6))
+    samples = [s for r in res.rounds for side in r.values() for s in side]
+    why = counters.unavailable(("instructions",))
+    if why is None:
+        assert all(s["instructions"] > 0 for s in samples)
+    else:
+        assert not any("instructions" in s for s in samples)
+        worker = Worker(tiny_repo.registry, preload=())
+        try:
+            worker.sides = {"base": Side("base", "base", "", tiny_repo.root / "src")}
+            begin_round(worker, ["step"], 0.0)
+            assert worker.setup_answers["base"]["no_instructions"] == why
+        finally:
+            worker.close()

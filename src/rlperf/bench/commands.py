@@ -19,6 +19,7 @@ from rlperf.bench import learning_gate
 from rlperf.bench.bisection import BisectError, bisect
 from rlperf.bench.bisection import verdict_line as bisect_verdict_line
 from rlperf.bench.gate import (
+    COUNTED,
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_UNDECIDED,
@@ -178,10 +179,11 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metric",
-        choices=(*METRICS, *(m for m in LEARNING_METRICS if m not in METRICS)),
+        choices=(*METRICS, *COUNTED, *(m for m in LEARNING_METRICS if m not in METRICS)),
         default=unset(Settings.metric),
-        help="what the decision uses: cpu or wall time (default: cpu); with --learning, steps "
-        "or cpu seconds to the return (default: steps)",
+        help="what the decision uses: cpu or wall time, or instructions where the kernel counts "
+        "them (default: cpu); with --learning, steps or cpu seconds to the return (default: "
+        "steps)",
     )
     sps, learning = Settings(), LearningSettings()
     for flag, kind, attr, text in SHARED:
@@ -248,7 +250,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     for flag, attr in (("--workloads", "workloads"), ("--looks", "looks"), ("--seed", "seed")):
         if was_given(args, attr):
             raise GateError(f"{flag} needs --learning")
-    if args.metric not in METRICS:
+    if args.metric not in METRICS + COUNTED:
         raise GateError(f"--metric {args.metric} needs --learning")
     d = Settings()
     return Settings(

@@ -61,6 +61,9 @@ REGISTRY = Path(__file__).with_name("registry")  # the package, loaded by path
 # Third-party modules each worker imports once, before it forks the round processes.
 PRELOADED = ("numpy", "torch", "gymnasium")
 METRICS = ("cpu", "wall")
+# Where the round processes' kernel counts them (``worker.py``): instructions per sample, which
+# other processes on the machine barely move; decided on with ``metric="instructions"``.
+COUNTED = ("instructions",)
 EXIT_OK, EXIT_REGRESSION, EXIT_UNDECIDED = 0, 1, 2
 
 
@@ -76,7 +79,7 @@ class Settings:
     # CartPole's e2e case here (docs/benchmarks.md: a planted 5% caught 20/20, 0/20 A/A false
     # alarms, median 21 s a run); with 2% a planted 5% slowdown sits well clear of the threshold.
     threshold: float = 0.02
-    metric: str = "cpu"  # "cpu" or "wall": which time the decision uses
+    metric: str = "cpu"  # "cpu", "wall" or "instructions": what the decision uses
     confidence: float = 0.95  # coverage of the interval on the median ratio
     min_rounds: int = 6
     # The most rounds asked for; the time budget may allow fewer (budget_s, below).
@@ -95,8 +98,9 @@ class Settings:
 
     def check(self) -> Settings:
         """Raise GateError on values that cannot give a decision."""
-        if self.metric not in METRICS:
-            raise GateError(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
+        if self.metric not in METRICS + COUNTED:
+            known = ", ".join(METRICS + COUNTED)
+            raise GateError(f"metric must be one of {known}, got {self.metric!r}")
         if not 0.0 < self.threshold < 10.0:
             raise GateError(f"threshold must be in (0, 10), got {self.threshold}")
         if not 0.5 <= self.confidence < 1.0:
@@ -248,21 +252,36 @@ def end_round(worker: Worker) -> None:
 Samples = dict[str, list[dict[str, Any]]]
 
 
+def sample_key(metric: str) -> str:
+    """A sample's field for ``metric``: ``cpu_s``, ``wall_s``, ``instructions``."""
+    return metric if metric in COUNTED else f"{metric}_s"
+
+
+def measured_metrics(results: list[CaseResult]) -> tuple[str, ...]:
+    """The metrics every sample has: cpu and wall, and instructions where they were counted."""
+    samples = [s for r in results for rounds in r.rounds for side in rounds.values() for s in side]
+    return METRICS + tuple(m for m in COUNTED if samples and all(m in s for s in samples))
+
+
 def fastest(samples: list[dict[str, float]], metric: str) -> float:
-    """The least disturbed sample's time, seconds."""
-    return min(s[f"{metric}_s"] for s in samples)
+    """The least disturbed sample's value (seconds, or instructions)."""
+    return min(s[sample_key(metric)] for s in samples)
 
 
 def round_log_ratio(round_samples: Samples, metric: str) -> float:
     """Median over the round's pairs of log(head / base); pair j ran back to back."""
-    key = f"{metric}_s"
+    key = sample_key(metric)
     pairs = zip(round_samples["base"], round_samples["head"], strict=True)
     return median([math.log(head[key] / base[key]) for base, head in pairs])
 
 
 def analyse(results: list[CaseResult], settings: Settings) -> None:
-    """Set every case's verdict for each metric, the cases decided as one family."""
-    for metric in METRICS:
+    """Set every case's verdict for each metric, the cases decided as one family; GateError
+    when the samples lack the metric the decision uses (instructions not counted)."""
+    metrics = measured_metrics(results)
+    if settings.metric not in metrics:
+        raise GateError(f"--metric {settings.metric}: the samples have no {settings.metric}")
+    for metric in metrics:
         verdicts = decide_family(
             {r.name: [round_log_ratio(rounds, metric) for rounds in r.rounds] for r in results},
             settings.threshold,
@@ -344,6 +363,10 @@ def run_rounds(
                             pending.remove(case)
                 if not cases:
                     raise GateError("no case can be timed on both base and head")
+                for side, answer in worker.setup_answers.items():
+                    if settings.metric in COUNTED and "no_instructions" in answer:
+                        raise GateError(f"--metric {settings.metric} on {side}: "
+                                        f"{answer['no_instructions']}")  # fmt: skip
                 for case in cases:
                     request = {"op": "calibrate", "side": "base", "case": case,
                                "sample_s": settings.sample_s}  # fmt: skip
@@ -436,6 +459,9 @@ def measure_round(
         for label in order:
             answer = worker.ask({**request, "side": label})
             sample = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"]}
+            for counted in COUNTED:
+                if counted in answer:
+                    sample[counted] = answer[counted]
             if "sections_s" in answer:
                 sample["sections_s"] = answer["sections_s"]
             samples[label].append(sample)
@@ -478,24 +504,26 @@ def exit_code(results: Sequence[Decided], metric: str) -> int:
 def report(results: list[CaseResult], settings: Settings) -> str:
     """Human-readable table: per case, head/base ratio with its interval, both metrics, and
     the trainer section that moved most."""
-    other = "wall" if settings.metric == "cpu" else "cpu"
+    clock = settings.metric if settings.metric in METRICS else "cpu"  # for the rates
     family = f" over {len(results)} cases (Holm)" if len(results) > 1 else ""
+    what = "instructions" if settings.metric in COUNTED else f"{settings.metric} time"
     lines = [
         f"head/base time ratio (>1: head slower); threshold {1 + settings.threshold:.2f}, "
         f"{settings.confidence:.0%} interval on the median of the rounds; decided on "
-        f"{settings.metric} time, false alarms <= {false_alarm_level(settings.confidence):.1%}"
+        f"{what}, false alarms <= {false_alarm_level(settings.confidence):.1%}"
         f"{family}"
     ]
     for res in results:
         verdict = res.verdicts[settings.metric]
-        base_s = median([fastest(r["base"], settings.metric) for r in res.rounds])
-        head_s = median([fastest(r["head"], settings.metric) for r in res.rounds])
+        base_s = median([fastest(r["base"], clock) for r in res.rounds])
+        head_s = median([fastest(r["head"], clock) for r in res.rounds])
+        others = "".join(f"; {m} {format_verdict(v)}" for m, v in res.verdicts.items()
+                         if m != settings.metric)  # fmt: skip
         items = res.items_per_call * res.calls_per_sample
         rate = f" | {items / base_s:,.0f} -> {items / head_s:,.0f} {res.items_unit}/s"
         lines.append(
             f"  {res.name}: {verdict.decision.upper()} {settings.metric} "
-            f"{format_verdict(verdict)} over {verdict.rounds} rounds{rate}; "
-            f"{other} {format_verdict(res.verdicts[other])}"
+            f"{format_verdict(verdict)} over {verdict.rounds} rounds{rate}{others}"
         )
         phase = res.moved_phase()
         if phase is not None:
@@ -533,8 +561,9 @@ def results_from_json(data: Any) -> list[CaseResult]:
 def sample_from_json(entry: dict[str, Any]) -> dict[str, Any]:
     """One sample of a ``--json`` file, checked; ValueError/KeyError/TypeError if malformed."""
     sample: dict[str, Any] = {m: float(entry[m]) for m in ("wall_s", "cpu_s")}
+    sample.update({m: float(entry[m]) for m in COUNTED if m in entry})
     if not all(math.isfinite(t) and t > 0 for t in sample.values()):
-        raise ValueError("a sample time that is not a positive number")
+        raise ValueError("a sample time or count that is not a positive number")
     if "sections_s" in entry:
         sections = {str(k): float(v) for k, v in entry["sections_s"].items()}
         if not all(math.isfinite(t) and t >= 0 for t in sections.values()):

@@ -18,7 +18,8 @@ request:
                                                       "skipped": {...}}, "head": {...}}}
     {"op": "calibrate", "side": "base", "case": name, "sample_s": 0.1}  -> {"calls": n}
     {"op": "measure", "side": "head", "case": name, "calls": n}
-                              -> {"wall_s": w, "cpu_s": c[, "sections_s": {name: s}]}
+                              -> {"wall_s": w, "cpu_s": c[, "instructions": n]
+                                  [, "sections_s": {name: s}]}
     {"op": "end"}                       -> {"ended": true}  (both round processes exit)
 
 The learning gate (``--registry .../registry/learning.py``) asks for whole training runs, each
@@ -42,6 +43,9 @@ itself, and that is randomized every round.
 
 Any failure is answered ``{"error": "...", "side": label}`` and the worker exits 1. CPU time is
 ``time.process_time()``: the round process's user + system time, all its threads included.
+``instructions`` (user-space instructions retired by the round process's thread, from the
+kernel's hardware counter) where the kernel counts them; else the setup reply says why in
+``"no_instructions"``.
 ``sections_s`` holds the seconds (wall) each section of the tree's process-wide profiler gained
 during the timed calls: the trainer's phases for a case that trains. It is read from two
 snapshots taken just outside the timed window, so it costs the timing nothing.
@@ -66,6 +70,9 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 WARMUP_CALLS = 3
+# The gate's own perf_event_open wrapper, loaded by path as the registry is (a base commit's
+# rlperf may have none): each round process counts its samples' instructions where it can.
+COUNTERS = Path(__file__).with_name("counters.py")
 
 
 def load_registry(path: Path, name: str = "rlperf_gate_registry") -> Any:
@@ -180,6 +187,15 @@ def setup_round(
     return prepared, {"rlperf": str(origin), "items": items, "skipped": skipped}
 
 
+def instruction_counter() -> tuple[Any, str | None]:
+    """(this thread's instruction counter, None), or (None, why the kernel will not count)."""
+    counters = load_registry(COUNTERS, "rlperf_gate_counters")
+    try:
+        return counters.Counters.open(("instructions",)), None
+    except counters.CountersUnavailable as e:
+        return None, str(e)
+
+
 def serve_round(
     setup: dict[str, Any], registry_path: Path, requests: TextIO, replies: TextIO
 ) -> int:
@@ -190,6 +206,9 @@ def serve_round(
         sys.path.insert(0, str(src))
         _padding = randomize_layout()  # held (not freed) while the tree is imported and timed
         prepared, answer = setup_round(setup, src, registry_path)
+        counter, no_instructions = instruction_counter()
+        if no_instructions is not None:
+            answer["no_instructions"] = no_instructions
         send(replies, answer)
         clock = section_clock()
         while line := requests.readline():
@@ -200,8 +219,11 @@ def serve_round(
                 send(replies, {"calls": calls})
             elif op == "measure":
                 before = clock() if clock is not None else {}
+                counted = counter.read()["instructions"] if counter is not None else 0.0
                 wall_s, cpu_s = time_calls(prepared[request["case"]].run, request["calls"])
                 answer = {"wall_s": wall_s, "cpu_s": cpu_s}
+                if counter is not None:
+                    answer["instructions"] = counter.read()["instructions"] - counted
                 if clock is not None and (sections := sections_between(before, clock())):
                     answer["sections_s"] = sections
                 send(replies, answer)
