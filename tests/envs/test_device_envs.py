@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 from rlperf.config import EnvConfig
 from rlperf.envs import CartPoleVec, CatchVec
@@ -132,6 +131,7 @@ def test_catch_steps_as_the_numpy_env_for_10000_steps() -> None:
 
 
 def test_cartpole_resets_land_in_the_numpy_envs_distribution() -> None:
+    stats = pytest.importorskip("scipy.stats", reason="needs scipy (dev extra)")
     n = 20_000
     torch_states = CartPoleTorch(n).reset(seed=4)[0]
     numpy_states = CartPoleVec(n).reset(seed=4)[0]
@@ -149,6 +149,7 @@ def test_cartpole_resets_land_in_the_numpy_envs_distribution() -> None:
 
 
 def test_catch_resets_land_in_the_numpy_envs_distribution() -> None:
+    stats = pytest.importorskip("scipy.stats", reason="needs scipy (dev extra)")
     n, columns = 20_000, 5
     env = CatchTorch(n, rows=2, columns=columns)  # every step ends an episode
     env.reset(seed=6)
