@@ -80,8 +80,8 @@ class EnvConfig:
         "serial",
         "where the envs step: serial (in the trainer's process), multiprocess (worker "
         "processes over shared memory, envs/workers/), envpool (EnvPool's C++ threads, for "
-        "the gym: ids it has; pip install 'rlperf[envpool]'), mujoco (gym:HalfCheetah-v5, "
-        "Hopper-v5 and Walker2d-v5 on MuJoCo's batch threads, envs/mujoco_batch.py), torch "
+        "the gym: ids it has; pip install 'rlperf[envpool]'), mujoco (gymnasium's eleven "
+        "MuJoCo v5 envs on MuJoCo's batch threads, envs/mujoco_batch/), torch "
         "(cartpole and catch as torch code on --device, envs/device/) or auto (mujoco where "
         "it steps the env, torch on --device cuda where the env has a torch version, else "
         "serial; --preset mujoco's)",

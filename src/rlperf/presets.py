@@ -171,8 +171,8 @@ def _mujoco(cfg: Config) -> Config:
     one set of normalisation statistics for the batch, as SB3's VecNormalize keeps them: per
     env, each of the 8 sets saw an eighth of the data and Hopper learned less (docs/continuous.md
     "Learning"). ``--num-envs 1 --num-steps 2048 --norm-per-env`` is CleanRL's shape and
-    arithmetic exactly. The backend is ``auto``: MuJoCo's batch for the ids it steps, gymnasium's
-    serial envs for the others (``gym:Ant-v5``) and before MuJoCo 4.0."""
+    arithmetic exactly. The backend is ``auto``: MuJoCo's batch for all eleven v5 ids, gymnasium's
+    serial envs with ``wrappers`` or before MuJoCo 4.0."""
     cfg.env.env, cfg.env.num_envs, cfg.env.backend = "gym:HalfCheetah-v5", 8, "auto"
     cfg.env.normalize_obs = cfg.env.normalize_reward = True
     cfg.env.clip_obs = cfg.env.clip_reward = 10.0
