@@ -216,7 +216,7 @@ def test_bad_exports_are_one_line_and_write_nothing(
                 "--out",
                 str(tmp_path / "p"),
             ],
-            "does not exist",
+            "cannot load the policy: run directory",  # not eval's "cannot evaluate"
         ),  # fmt: skip
         (
             ["export", run, "--format", "torchscript", "--out", str(tmp_path / "no" / "p")],

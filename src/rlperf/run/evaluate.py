@@ -127,25 +127,25 @@ class EvalResult:
 
 
 # -- the pieces --------------------------------------------------------------------------
-def load_run(run_dir: Path) -> tuple[Config, dict[str, Any]]:
-    """The config and checkpoint payload of ``run_dir``.
+def load_run(run_dir: Path, purpose: str = PURPOSE) -> tuple[Config, dict[str, Any]]:
+    """The config and checkpoint payload of ``run_dir``; errors read "cannot ``purpose``: ...".
 
     Raises:
         EvalError: ``run_dir`` is missing or not a directory.
         CheckpointError: no checkpoint, an unreadable or corrupt one, an unusable config.
     """
     if not run_dir.exists():
-        raise EvalError(f"cannot {PURPOSE}: run directory {run_dir} does not exist")
+        raise EvalError(f"cannot {purpose}: run directory {run_dir} does not exist")
     if not run_dir.is_dir():
         raise EvalError(
-            f"cannot {PURPOSE}: {run_dir} is not a directory (give the --run-dir of a run)"
+            f"cannot {purpose}: {run_dir} is not a directory (give the --run-dir of a run)"
         )
-    payload = load_checkpoint(run_dir, purpose=PURPOSE)
+    payload = load_checkpoint(run_dir, purpose=purpose)
     try:
         cfg = Config.from_dict(payload["config"])
     except (KeyError, TypeError, ConfigError) as e:
         raise CheckpointError(
-            f"cannot {PURPOSE}: the checkpoint's config is unusable ({first_line(e)})"
+            f"cannot {purpose}: the checkpoint's config is unusable ({first_line(e)})"
         ) from e
     return cfg, payload
 

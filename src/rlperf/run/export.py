@@ -173,7 +173,7 @@ def load_policy(run_dir: str | Path) -> LoadedPolicy:
         EvalError, CheckpointError, ConfigError, UnknownEnvError, EnvOptionError: the run
             cannot be loaded here (one line each).
     """
-    cfg, payload = load_run(Path(run_dir))
+    cfg, payload = load_run(Path(run_dir), purpose="load the policy")
     env = make_eval_env(cfg, 1)
     try:
         _, reset_infos = env.reset(seed=0)
