@@ -41,7 +41,7 @@ from typing import Any
 
 from rlperf.bench import registry
 from rlperf.bench.commands import split_cases
-from rlperf.bench.counters import HARDWARE, Counters, CountersUnavailable, unavailable
+from rlperf.bench.counters import HARDWARE, Counters, unavailable
 from rlperf.bench.harness import Implementation, busy_processes, run_fresh
 from rlperf.bench.registry import gate_case_names
 from rlperf.bench.worker import WARMUP_CALLS, calibrate_calls
@@ -71,7 +71,7 @@ def one_round(name: str, pairs: int, sample_s: float, plant: float, events: list
     import torch
 
     torch.set_num_threads(1)
-    (case,) = [c for c in registry.all_cases() if c.name == name]
+    (case,) = registry.select([name])
     ready = case.setup()
     for _ in range(WARMUP_CALLS):
         ready.run()
@@ -184,10 +184,9 @@ def main() -> int:
     if why is None:
         events += list(HARDWARE)
     print(f"hardware counters: {'instructions and cycles counted' if why is None else why}")
-    try:
-        Counters.open(tuple(events)).close()
-    except CountersUnavailable as e:  # not even the task clock: wall and CPU only
-        print(f"software counters: {e}")
+    software = unavailable(tuple(events))
+    if software is not None:  # not even the task clock: wall and CPU only
+        print(f"software counters: {software}")
         events = []
     for busy in args.busy:
         with busy_processes(busy):

@@ -74,8 +74,7 @@ class _CaseBenchmark:
 
         torch.set_num_threads(1)
         if name not in self._prepared:
-            # By full name: ``select`` also matches a component, which a name may equal.
-            (case,) = [c for c in registry.all_cases() if c.name == name]
+            (case,) = registry.select([name])
             try:
                 ready = case.setup()
                 for _ in range(self.WARM_CALLS):

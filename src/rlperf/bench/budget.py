@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rlperf.bench.registry.costs import COSTS, SKIPPED, CaseCost
+from rlperf.bench.worker import WARMUP_CALLS  # the untimed calls a worker makes per case and round
 
 # Wall seconds on the slowest box per second measured here (a 2-core AMD EPYC without AVX-512,
 # against the costs' box with it: docs/benchmarks.md).
@@ -62,7 +63,6 @@ GATE_BUDGET_S = 300.0  # one gate run, wall seconds on the slowest box, beside t
 GATE_START_S = 8.0
 # Each round process: fork, random layout, importing the tree's rlperf and its trainer.
 ROUND_START_S = 0.3
-WARMUP_CALLS = 3  # worker.py's: at least this many untimed calls per case and round
 
 
 NOTHING = CaseCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
