@@ -300,12 +300,12 @@ def _mujoco_fast(cfg: Config) -> Config:
 @dataclass(frozen=True)
 class Preset:
     """A named configuration: ``build`` turns the default config into it; ``envs`` are the env
-    names it fits (shell-style patterns, :func:`fnmatch.fnmatchcase`), None for any env;
-    ``per_env``: ``build`` reads the run's env (``cfg.env.env``) to choose its settings."""
+    names it fits (shell-style patterns, :func:`fnmatch.fnmatchcase`), None for any env. A
+    ``build`` may read the run's env (``cfg.env.env``, set before it runs) to choose its
+    settings, as ``mujoco-fast`` does."""
 
     build: Callable[[Config], Config]
     envs: tuple[str, ...] | None
-    per_env: bool = False
 
 
 GRID, ROBOTS, ATARI = ("grid",), ("robots",), ("gym:ale_py:ALE/*",)
@@ -320,7 +320,7 @@ PRESETS: dict[str, Preset] = {
     "original": Preset(_original, GRID),
     "ultra_fast": Preset(_ultra_fast, GRID),
     "mujoco": Preset(_mujoco, MUJOCO_V5),
-    "mujoco-fast": Preset(_mujoco_fast, MUJOCO_V5, per_env=True),
+    "mujoco-fast": Preset(_mujoco_fast, MUJOCO_V5),
     "atari": Preset(_atari, ATARI),
 }
 
