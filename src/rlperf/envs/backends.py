@@ -21,7 +21,7 @@ import os
 import torch
 from gymnasium.vector import VectorEnv
 
-from rlperf.config import ConfigError, EnvConfig
+from rlperf.config import EnvConfig
 from rlperf.cores import usable_cores
 from rlperf.envs.registry import make_vec
 
@@ -110,13 +110,8 @@ def make_one(
     """
     backend = resolve_backend(cfg, device)
     if backend == "torch":
-        from rlperf.envs.device import DEVICE_ENVS, make_device_vec
+        from rlperf.envs.device import make_device_vec
 
-        if cfg.env not in DEVICE_ENVS:
-            raise ConfigError(
-                f"--vec-backend torch steps the envs that have a torch version "
-                f"({', '.join(DEVICE_ENVS)}), not {cfg.env!r}"
-            )
         return make_device_vec(cfg.env, num_envs, device, seed, **cfg.options)
     if backend == "envpool":
         from rlperf.envs.envpool_backend import make_envpool_vec

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from rlperf.config import ConfigError
 from rlperf.envs.device.base import DeviceStep, DeviceVecEnv
 from rlperf.envs.device.cartpole import CartPoleTorch
 from rlperf.envs.device.catch import CatchTorch
@@ -41,9 +42,14 @@ def make_device_vec(
     ``options`` as the numpy env takes them.
 
     Raises:
-        KeyError: ``name`` has no torch version (:func:`has_device_env`).
+        ConfigError: ``name`` has no torch version (:func:`has_device_env`; one line).
         EnvOptionError: an option the env does not take, or one it refused (one line).
     """
+    if not has_device_env(name):
+        raise ConfigError(
+            f"--vec-backend torch steps the envs that have a torch version "
+            f"({', '.join(DEVICE_ENVS)}), not {name!r}"
+        )
     cls = DEVICE_ENVS[name]
     reference = factory_of(name)
     if reference is not None:  # the numpy env's option names, and its messages
