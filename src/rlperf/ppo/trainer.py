@@ -292,7 +292,7 @@ class Trainer:
         )  # fmt: skip
         checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
         log.start(self.global_step)
-        self.wall_start_s = time.perf_counter()  # --max-wall-s's clock, as the log's
+        self.wall_start_s = log.t_start  # the clock --max-wall-s is measured on
         stats_row: dict[str, float] = {}
         try:
             with StopRequest() as ctrl_c:
