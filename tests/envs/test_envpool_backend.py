@@ -51,7 +51,7 @@ def test_the_presets_preprocessing_becomes_envpools_settings() -> None:
         ours["noop_max"], ours["frame_skip"], ours["img_height"])  # fmt: skip
     assert by_name["FrameStackObservation"].args == (ours["stack_num"],)
     assert by_name["ClipReward"].args == (-1, 1) and ours["reward_clip"]
-    assert "EpisodicLifeEnv" in by_name and ours["episodic_life"]
+    assert "EpisodicLife" in by_name and ours["episodic_life"]
     assert ours["repeat_action_probability"] == atari_options()["repeat_action_probability"]
     # Other keys are EnvPool's own; ALE's sticky actions keep their name.
     assert envpool_options("Pong-v5", {"repeat_action_probability": 0.25, "stack_num": 2}) == {

@@ -12,7 +12,8 @@ sub-env by the gym adapter (``envs/gym_adapter.py``), in this order:
    gymnasium's resets the game when a life is lost, CleanRL's ``EpisodicLifeEnv`` goes on with it.
 2. stable-baselines3's ``EpisodicLifeEnv``: a lost life ends the agent's episode (PPO stops
    bootstrapping there) while the game goes on; gymnasium has no wrapper for it, and CleanRL's
-   ``cleanrl_utils/atari_wrappers.py`` is a copy of SB3's.
+   ``cleanrl_utils/atari_wrappers.py`` is a copy of SB3's. Taken as
+   :class:`~rlperf.envs.atari_life.EpisodicLife`, whose seeded reset resets the game.
 3. :func:`fire_reset`: SB3's ``FireResetEnv`` on games whose second action is FIRE (Breakout,
    Pong), as CleanRL applies it; others unchanged. Neither gymnasium nor ale-py has one.
 4. ``gymnasium.wrappers.ClipReward(-1, 1)``: CleanRL's ``ClipRewardEnv`` takes the reward's sign;
@@ -52,7 +53,7 @@ ATARI_WRAPPERS = ",".join(
     (
         "AtariPreprocessing(noop_max=30, frame_skip=4, screen_size=84, "
         "terminal_on_life_loss=False, grayscale_obs=True)",
-        "stable_baselines3.common.atari_wrappers:EpisodicLifeEnv",
+        "rlperf.envs.atari_life:EpisodicLife",
         "rlperf.envs.atari:fire_reset",
         "ClipReward(-1, 1)",
         "FrameStackObservation(4)",
