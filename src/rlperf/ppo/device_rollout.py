@@ -148,7 +148,9 @@ class DeviceRollout:
         logp = torch.log_softmax(logits.float(), dim=-1)
         actions = (logp - self.log_noise.index_select(0, t)[0]).argmax(-1)
         logprobs = logp.gather(1, actions.unsqueeze(1)).view(-1)
-        out = self.env.step_tensors(actions, self.reset_noise.index_select(0, t)[0])
+        out = self.env.step_tensors(
+            actions, self.reset_noise.index_select(0, t)[0], self.final_obs is not None
+        )
         for slots, value in (
             (buf.actions, actions), (buf.logprobs, logprobs), (buf.values, values),
             (self.rewards, out.rewards), (self.terminations, out.terminated),
@@ -156,7 +158,7 @@ class DeviceRollout:
             (self.episode_lengths, out.episode_length),
         ):  # fmt: skip
             slots.index_copy_(0, t, value.unsqueeze(0).to(slots.dtype))
-        if self.final_obs is not None:
+        if self.final_obs is not None and out.final_obs is not None:
             self.final_obs.index_copy_(0, t, out.final_obs.unsqueeze(0))
         buf.obs_slots.index_copy_(0, t + 1, out.obs.unsqueeze(0))
         t.add_(1)

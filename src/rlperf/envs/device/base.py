@@ -49,7 +49,8 @@ class DeviceStep(NamedTuple):
         rewards: (N,) float32.
         terminated, truncated: (N,) bool.
         final_obs: (N, *obs_shape) the step's observations before any reset (a finished
-            episode's last; equal to ``obs`` where the row did not finish).
+            episode's last; equal to ``obs`` where the row did not finish); None where the
+            caller did not ask for them (``keep_final_obs=False``).
         episode_return: (N,) float64 return of each row's episode including this step.
         episode_length: (N,) int64 length of each row's episode including this step.
     """
@@ -58,7 +59,7 @@ class DeviceStep(NamedTuple):
     rewards: torch.Tensor
     terminated: torch.Tensor
     truncated: torch.Tensor
-    final_obs: torch.Tensor
+    final_obs: torch.Tensor | None
     episode_return: torch.Tensor
     episode_length: torch.Tensor
 
@@ -132,13 +133,18 @@ class DeviceVecEnv(VectorEnv):
 
     # -- the device API --------------------------------------------------------------------
     def step_tensors(
-        self, actions: torch.Tensor, reset_noise: torch.Tensor | None = None
+        self,
+        actions: torch.Tensor,
+        reset_noise: torch.Tensor | None = None,
+        keep_final_obs: bool = True,
     ) -> DeviceStep:
         """Step every env by ``actions`` (N,) on the device, resetting the finished rows.
 
         Args:
             reset_noise: one step's draws (``reset_noise_buffer(steps)[t]``); None draws them
                 here from :attr:`generator` (not inside a compiled graph).
+            keep_final_obs: build ``final_obs``, a second observation of the whole batch; a
+                rollout that bootstraps nothing (no time limit) skips it.
         """
         if reset_noise is None:
             reset_noise = self.reset_noise_buffer(1)[0]
@@ -148,7 +154,7 @@ class DeviceVecEnv(VectorEnv):
         episode_return = self.episode_returns + rewards
         truncated = self._truncated(episode_length)
         done = terminated | truncated
-        final_obs = self.observe()
+        final_obs = self.observe() if keep_final_obs else None
         self._reset_where(done, reset_noise)
         self.episode_steps.copy_(torch.where(done, 0, episode_length))
         self.episode_returns.copy_(torch.where(done, 0.0, episode_return))
@@ -186,6 +192,7 @@ class DeviceVecEnv(VectorEnv):
         done = terminated | truncated
         if not done.any():
             return obs, rewards, terminated, truncated, {}
+        assert out.final_obs is not None  # kept: step_tensors' default
         infos = finished_infos(
             out.final_obs.cpu().numpy(), done, out.episode_return.cpu().numpy(),
             out.episode_length.cpu().numpy(), self._episode_start_s,
