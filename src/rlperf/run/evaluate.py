@@ -483,6 +483,24 @@ def render_env0(env: VectorEnv, name: str) -> np.ndarray:
     return np.ascontiguousarray(frame[..., :3], dtype=np.uint8)
 
 
+def policy_for_env(
+    cfg: Config, payload: dict[str, Any], env: VectorEnv, seed: int
+) -> tuple[EnvSpec, ActorCritic, Normalizer | None]:
+    """The run's policy and frozen normaliser for ``env``, one of the run's envs
+    (:func:`make_eval_env`), which is reset here with ``seed`` to read its spec.
+
+    Raises:
+        ConfigError: the env's spaces are ones rlperf does not take (one line).
+        CheckpointError: the checkpoint does not fit the policy the run's config builds.
+    """
+    _, reset_infos = env.reset(seed=seed)
+    try:
+        spec = EnvSpec.from_env(env, reset_infos)
+    except UnsupportedSpaceError as e:
+        raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
+    return spec, build_policy(cfg, spec, payload), frozen_normalizer(cfg, payload, spec)
+
+
 # -- the whole evaluation ----------------------------------------------------------------
 def evaluate_run(
     run_dir: str | Path,
@@ -527,13 +545,7 @@ def evaluate_run(
     env = make_eval_env(cfg, min(num_envs, episodes), render=video_path is not None)
     writer = None
     try:
-        _, reset_infos = env.reset(seed=seed)
-        try:
-            spec = EnvSpec.from_env(env, reset_infos)
-        except UnsupportedSpaceError as e:
-            raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
-        policy = build_policy(cfg, spec, payload)
-        normalizer = frozen_normalizer(cfg, payload, spec)
+        spec, policy, normalizer = policy_for_env(cfg, payload, env, seed)
         result = EvalResult(
             run_dir=str(run_dir),
             env=cfg.env.env,

@@ -39,11 +39,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlperf.config import ConfigError
-from rlperf.envs.spec import EnvSpec, UnsupportedSpaceError
+from rlperf.envs.spec import EnvSpec
 from rlperf.policies import distributions
 from rlperf.policies.base import ActorCritic, State
-from rlperf.run.evaluate import build_policy, frozen_normalizer, load_run, make_eval_env
+from rlperf.run.evaluate import load_run, make_eval_env, policy_for_env
 
 FORMATS = ("torchscript", "onnx")
 EXPORT_INSTALL = "pip install 'rlperf[export]'"
@@ -176,15 +175,9 @@ def load_policy(run_dir: str | Path) -> LoadedPolicy:
     cfg, payload = load_run(Path(run_dir), purpose="load the policy")
     env = make_eval_env(cfg, 1)
     try:
-        _, reset_infos = env.reset(seed=0)
-        try:
-            spec = EnvSpec.from_env(env, reset_infos)
-        except UnsupportedSpaceError as e:
-            raise ConfigError(f"env {cfg.env.env!r}: {e}") from e
+        _, policy, normalizer = policy_for_env(cfg, payload, env, seed=0)
     finally:
         env.close()
-    policy = build_policy(cfg, spec, payload)
-    normalizer = frozen_normalizer(cfg, payload, spec)
     if normalizer is None:
         return LoadedPolicy(policy)
     stats = normalizer.obs_stats
