@@ -22,7 +22,6 @@ from .core import (
     Extra,
     Prepared,
     Workload,
-    check_needs,
 )
 from .training import continued_training
 
@@ -33,20 +32,20 @@ FRAMES = (4, 84, 84)
 NEEDS: dict[str, tuple[Extra, ...]] = {"gymnasium": (ATARI,), "envpool": (ENVPOOL,)}
 
 
-def _requires(backend: str) -> None:
-    """CaseSkipped (one line) on commits without the preset, or without the backend's packages."""
+def _requires_preset() -> None:
+    """CaseSkipped (one line) on commits without the preset. The backend's packages are the
+    case's ``needs``, checked by the registry before its setup."""
     try:
         from rlperf.config import PRESETS
     except ImportError as e:
         raise CaseSkipped(f"no presets in this commit ({e})") from e
     if "atari" not in PRESETS:
         raise CaseSkipped("no atari preset in this commit")
-    check_needs(NEEDS[backend])
 
 
 def atari_config(backend: str, num_envs: int, threads: int, num_steps: int) -> Any:
     """``--preset atari`` on ``num_envs`` envs of ``num_steps`` steps, seeded, no annealing."""
-    _requires(backend)
+    _requires_preset()
     from rlperf.config import preset
 
     cfg = preset("atari")
