@@ -78,6 +78,7 @@ def test_mujoco_fast_takes_the_entry_of_the_env(env: str) -> None:
     assert cfg.ppo.learning_rate == entry.learning_rate
     assert (cfg.ppo.gamma, cfg.ppo.gae_lambda) == (entry.gamma, entry.gae_lambda)
     assert cfg.policy.hidden_sizes == entry.hidden_sizes and cfg.policy.kind == "mlp"
+    assert cfg.policy.init_log_std == entry.init_log_std
     assert cfg.minibatch_size == min(MUJOCO_FAST_MINIBATCH, cfg.batch_size)
     assert cfg.ppo.anneal_lr and cfg.ppo.anneal_with_wall and cfg.ppo.ent_coef == 0.0
     assert cfg.run.total_steps == entry.total_steps and entry.source
@@ -87,6 +88,9 @@ def test_mujoco_fast_flags_override_the_entry_and_other_presets_keep_their_env()
     cfg = train_config("--preset", "mujoco-fast", "--env", "gym:Hopper-v5", "--num-steps", "32")
     assert cfg.ppo.num_steps == 32 and cfg.policy.hidden_sizes == (256, 128, 64)
     assert preset("mujoco-fast").env.env == "gym:HalfCheetah-v5"
+    cheetah = train_config("--preset", "mujoco-fast", "--init-log-std", "0")
+    assert cheetah.policy.init_log_std == 0.0 and MUJOCO_FAST["gym:HalfCheetah-v5"].init_log_std
+    assert preset("mujoco").policy.init_log_std == 0.0  # CleanRL's
     assert train_config("--preset", "mujoco", "--env", "gym:Hopper-v5").ppo.num_steps == 256
 
 

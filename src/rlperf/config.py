@@ -214,6 +214,11 @@ class PolicyConfig:
     hidden_sizes: tuple[int, ...] = _f(
         (64, 64), "hidden layer widths of the MLP (actor and critic; lstm: its encoder)"
     )
+    init_log_std: float = _f(
+        0.0,
+        "initial log standard deviation of the Gaussian over Box actions (the RL Zoo's "
+        "log_std_init; CleanRL's 0: std 1); discrete actions ignore it",
+    )
     lstm_hidden_size: int = _f(64, "LSTM state size (lstm)")
     cnn_channels: tuple[int, ...] = _f((32, 64, 64), "conv channels per layer (cnn, image lstm)")
     cnn_features: int = _f(

@@ -69,6 +69,11 @@ class ActorCritic(nn.Module):
         # means the process-wide one (a policy used outside a trainer).
         self.profiler: Profiler | None = None
 
+    def logstd(self) -> torch.Tensor | None:
+        """The Gaussian log-std (K,) for Box actions, the parameter itself (None for discrete
+        actions)."""
+        return None
+
     def initial_state(self, num_envs: int) -> State:
         return ()
 
@@ -171,10 +176,6 @@ class FeedForwardActorCritic(ActorCritic):
 
     def heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
-
-    def logstd(self) -> torch.Tensor | None:
-        """The Gaussian log-std for Box actions (None for discrete actions)."""
-        return None
 
     @torch.no_grad()
     def act(

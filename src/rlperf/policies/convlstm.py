@@ -205,6 +205,9 @@ class ConvLSTMActorCritic(ActorCritic):
         self.register_buffer("taps", tap_validity(*self.grid), persistent=False)
 
     # -- protocol ------------------------------------------------------------------------
+    def logstd(self) -> torch.Tensor | None:
+        return self.out.logstd
+
     def initial_state(self, num_envs: int) -> State:
         weight = self.skip.weight
         shape = (num_envs, self.channels, *self.grid)

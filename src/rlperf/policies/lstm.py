@@ -301,6 +301,9 @@ class LSTMActorCritic(ActorCritic):
                 self._steps[(batch, obs_dim)] = step
         return step
 
+    def logstd(self) -> torch.Tensor | None:
+        return self.out.logstd
+
     def initial_state(self, num_envs: int) -> State:
         device = self.lstm.weight_hh.device
         h = torch.zeros(num_envs, self.lstm.hidden, device=device)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from rlperf.config import ConfigError, PolicyConfig
 from rlperf.envs.spec import EnvSpec
 from rlperf.policies.base import ActorCritic
@@ -117,6 +119,12 @@ def check_policy_fit(kind: str, spec: EnvSpec) -> None:
 
 
 def make_policy(cfg: PolicyConfig, spec: EnvSpec) -> ActorCritic:
-    """Build policy ``cfg.kind`` for ``spec``; ConfigError when it cannot take the observations."""
+    """Build policy ``cfg.kind`` for ``spec``, its Gaussian's log-std at ``cfg.init_log_std``
+    for Box actions; ConfigError when it cannot take the observations."""
     check_policy_fit(cfg.kind, spec)
-    return policy_entry(cfg.kind).build(spec, cfg)
+    policy = policy_entry(cfg.kind).build(spec, cfg)
+    logstd = policy.logstd()
+    if logstd is not None and cfg.init_log_std != 0.0:
+        with torch.no_grad():
+            logstd.fill_(cfg.init_log_std)
+    return policy

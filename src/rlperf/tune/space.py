@@ -38,6 +38,7 @@ SPACE: tuple[Param, ...] = (
     Param("update_epochs", choices=(1, 2, 4, 5, 8, 10)),
     Param("gamma", choices=(0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)),
     Param("gae_lambda", choices=(0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0)),
+    Param("init_log_std", low=-4.0, high=1.0),
     Param(
         "hidden_sizes",
         choices=("64x64", "128x128", "256x256", "128x64x32", "256x128x64", "512x256x128"),
