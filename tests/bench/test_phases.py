@@ -146,7 +146,8 @@ def test_from_json_keeps_sections_and_names_the_phase(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     rounds = rounds_of(BASE, head_with(1.31), n=8)
-    data = {"cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": rounds}]}
+    data = {"settings": {"min_rounds": 6, "max_rounds": 8},  # tested at its last round
+            "cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": rounds}]}
     path = tmp_path / "gate.json"
     path.write_text(json.dumps(data))
     assert main(["gate", "--from-json", str(path), "--threshold", "0.05"]) == 1
@@ -162,7 +163,7 @@ def test_the_verdict_names_the_phase_of_every_regressed_case(
     phase, decided as one family (Holm), and the unchanged case is not named."""
     same = [{"base": [sample(1.0, BASE)] * 3, "head": [sample(1.0, BASE)] * 3}] * 12
     slow_rollout = {**BASE, "rollout": BASE["rollout"] * 1.2}
-    data = {"cases": [
+    data = {"settings": {"min_rounds": 6, "max_rounds": 12}, "cases": [
         {"name": "e2e_a", "calls_per_sample": 1, "rounds": rounds_of(BASE, head_with(1.31), 12)},
         {"name": "e2e_b", "calls_per_sample": 1, "rounds": rounds_of(BASE, slow_rollout, 12)},
         {"name": "e2e_c", "calls_per_sample": 1, "rounds": same},

@@ -573,9 +573,9 @@ def load_results(
     settings used.
 
     The rounds at which the run could have stopped (its min and max rounds) are the file's
-    own: they are how the samples were gathered, and the sequential test's p-value depends on
-    them (:func:`rlperf.bench.stats.sequential_sign_pvalue`). Threshold, metric and confidence
-    are the command line's.
+    own: they are how the samples were gathered, and a regression is tested at the max
+    (:func:`rlperf.bench.stats.decide_family`). Threshold, metric and confidence are the
+    command line's.
     """
     data = read_json(path)
     if not isinstance(data, dict):

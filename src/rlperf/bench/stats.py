@@ -1,52 +1,45 @@
-"""The gate's statistics: an interval on the median head/base log-ratio, and a sequential sign
-test whose false-alarm rate holds for a whole family of cases (Holm).
+"""The gate's statistics: an interval on the median head/base log-ratio, and an exact
+sign-flip test at the horizon whose false-alarm rate holds for a whole family of cases (Holm).
 
 Each round of the gate yields one paired sample ``d = log(head_s / base_s)`` per case, measured
 in fresh processes, interleaved in time, so slow drifts of the machine's load cancel within the
-pair. Rounds are independent. Everything here rests on the signs and ranks of the ``d``, never
-on their sizes, so nothing is assumed about the noise's shape: one round hit by a neighbour's
-burst moves a result by one rank, not by the size of the burst.
+pair. Rounds are independent. Nothing is assumed about the noise's shape: under an unchanged
+head the two sides of a round are exchangeable, so each ``d`` is symmetric about 0.
 
 Two questions per case, with ``limit = 1 + threshold``:
 
-- *Is the head slower at all?* The sign test of "the median ``d`` is <= 0": under it each round
-  is positive with probability at most 1/2, whatever the noise, so the count of positive rounds
-  is (at most) a Binomial(n, 1/2) random walk. The gate looks after every round from
-  ``first_look`` to ``horizon`` (its min and max rounds) and stops when decided, so a fixed-n
-  p-value would be read up to 15 times; :func:`sequential_sign_pvalue` is instead the exact
-  probability, under that walk, that *any* look in ``[first_look, horizon]`` shows a pointwise
-  p-value as small as the smallest one seen (computed by dynamic programming over the walk).
-  It is valid however many looks are taken and whenever the gate stops.
+- *Is the head slower at all?* Asked once, when the case has its last round (the horizon,
+  ``max_rounds`` as the budget set it): :func:`sign_flip_pvalue`, the share of the 2^n ways to
+  flip the rounds' signs whose sum is at least the observed sum. Exact under the symmetric
+  null, and it weighs each round by its size: nine rounds 2% slower and one 0.3% faster give
+  p = 2/1024, where the sign test counts a 9-1 split, p = 11/1024. One look, so no correction
+  for looking after every round; the rounds before the horizon can only end a case as ``ok``,
+  which never adds a false alarm.
 - *Is any slowdown smaller than the threshold?* The distribution-free confidence interval on the
-  median (order statistics of a Binomial(n, 1/2), :func:`median_ci`).
+  median (order statistics of a Binomial(n, 1/2), :func:`median_ci`), asked after every round
+  from ``first_look`` on: a case whose whole interval is below the limit stops there.
 
-With several cases, the per-case sequential p-values are adjusted by Holm's step-down procedure
+With several cases, the per-case p-values are adjusted by Holm's step-down procedure
 (:func:`holm_adjust`), so the probability that a gate run calls *any* unchanged case a
 regression is at most ``alpha = (1 - confidence) / 2`` (2.5% at the default 95%), for the whole
-run: every case, every look. With one case and one look this is exactly the one-sided test the
-interval's lower end makes (the interval's lower end is above 1 exactly when the pointwise
-p-value is <= alpha).
+run. The sequential sign test that decided before 2026-11-29 could stop early on a regression,
+and paid for its looks: among 7 cases it needed every one of 9 rounds slower, and a 2% slowdown
+with round noise of 0.01-0.02 left a round or two below 0 (docs/gate.md, "2% on a busy runner").
 
 The decision has three outcomes per case:
-- ``regression``: the Holm-adjusted sequential p-value is <= alpha (the head is slower, and the
+- ``regression``: the Holm-adjusted p-value is <= alpha (the head is slower, and the
   family-wise chance that this is noise is controlled) *and* the median ratio is above the limit
   (the slowdown is large enough to matter);
 - ``ok``: the whole interval lies below the limit (any slowdown is smaller than the threshold);
 - ``undecided``: neither, or too few rounds for any interval (6 at 95%).
 
-With ``close_at_horizon`` (as the gate decides), a case still undecided after the last round
-it may take is ``ok`` when its median ratio is at or below the limit: it was not shown slower,
-and its best estimate is within the threshold. A user reads an undecided gate as a red CI to
-re-run; an unchanged case whose interval merely still reaches the limit (round noise above
-about 0.03 takes more than the budget's rounds to narrow it below a 2% limit) is not a
-regression. The false-alarm rate is untouched (a regression still needs the p-value); what it
-costs is the power against a slowdown near the threshold: a case whose median after every
-round is below the limit passes. For a 5% slowdown at a 2% limit the median of 25 rounds with
-round noise sd 0.036 sits 3 of its standard errors (1.25 sd / sqrt(25) = 0.009) above the
-limit. A case whose median is above the limit is ``ok`` at the horizon too when its interval
-still holds 1 (no evidence that it changed at all: an unchanged noisy case's median lands
-above a 2% limit in a few percent of runs, 1 of 2 A/A runs of the grid case on 2026-11-25);
-one shown slower than 1 but not beyond the threshold stays ``undecided``.
+With ``close_at_horizon`` (as the gate decides), a case that reaches the last round it may take
+without being a regression is ``ok``: its median ratio is at or below the limit (its best
+estimate is within the threshold), or the test did not show it slower (no evidence that it
+changed at all). So a gate that reaches its horizon always decides; a user reads an undecided
+gate as a red CI to re-run, and an unchanged noisy case whose interval merely still reaches the
+limit is not a regression. The false-alarm rate is untouched (a regression still needs the
+p-value); what it costs is power against a slowdown near the threshold.
 
 Asking the whole interval to clear the limit for a regression (not just 1) would need the
 interval's half-width below ``true ratio - limit``: 5% for a 15% slowdown at a 10% threshold,
@@ -57,9 +50,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from fractions import Fraction
-from functools import cache, lru_cache
 from typing import Any
+
+import numpy as np
 
 REGRESSION, OK, UNDECIDED = "regression", "ok", "undecided"
 
@@ -107,68 +100,56 @@ def false_alarm_level(confidence: float) -> float:
     return (1.0 - confidence) / 2.0
 
 
-# -- the sequential sign test ------------------------------------------------------------
-@cache
-def _upper_tails(n: int) -> tuple[int, ...]:
-    """``t[c]`` = #{paths of n fair coin flips with >= c heads}, c = 0 .. n + 1."""
-    tails = [0] * (n + 2)
-    for c in range(n, -1, -1):
-        tails[c] = tails[c + 1] + math.comb(n, c)
-    return tuple(tails)
+# -- the sign-flip test at the horizon ----------------------------------------------------
+# Exact enumeration of 2^n sign patterns, as two halves of 2^(n/2) sums each: 25 rounds are
+# 4,096 x 8,192 sums, not 33 million patterns.
+SIGN_FLIP_MAX_ROUNDS = 40
 
 
-def pointwise_sign_pvalue(positives: int, n: int) -> Fraction:
-    """P(Binomial(n, 1/2) >= positives), exactly: the fixed-n one-sided sign test."""
-    return Fraction(_upper_tails(n)[positives], 2**n)
+def _signed_sums(magnitudes: list[float]) -> np.ndarray:
+    """Every sum of ``+-m`` over ``magnitudes`` (2^len of them)."""
+    sums = np.zeros(1)
+    for m in magnitudes:
+        sums = np.concatenate((sums + m, sums - m))
+    return sums
 
 
-@lru_cache(maxsize=4096)
-def crossing_probability(q: Fraction, first_look: int, horizon: int) -> float:
-    """P, for a fair coin-flip walk, that some look n in [first_look, horizon] has a pointwise
-    sign-test p-value <= q (i.e. #heads after n flips >= the smallest c with tail <= q).
+def sign_flip_pvalue(log_ratios: list[float]) -> float:
+    """Exact one-sided p-value of "the head is not slower" from the rounds' log-ratios: the
+    share of the 2^n ways to flip their signs whose sum is at least the observed sum (Fisher's
+    and Pitman's sign-flip test of a symmetric null).
 
-    Dynamic programming over (#flips, #heads) with the paths that crossed removed, O(horizon^2).
+    Under an unchanged head the two sides of a round are exchangeable, so each round's
+    log-ratio is as likely to have either sign whatever its size, and every pattern of signs
+    is equally likely given the sizes: the p-value is exact for any noise shape, without a
+    normal approximation. Unlike the sign test it weighs each round by its size, so a round
+    barely below 0 among nine clearly above costs little; a neighbour's burst in one round
+    moves the sum, but flipping that round's sign moves it as much, so one burst cannot make
+    an unchanged head look slower. Sums within a rounding error of the observed one count as
+    at least as large (conservative).
+
+    Raises:
+        ValueError: more than :data:`SIGN_FLIP_MAX_ROUNDS` rounds.
     """
-    crossed = 0.0
-    alive = [1.0]  # alive[s]: P(s heads so far and no crossing yet)
-    for n in range(1, horizon + 1):
-        nxt = [0.0] * (n + 1)
-        for s, p in enumerate(alive):
-            nxt[s] += 0.5 * p
-            nxt[s + 1] += 0.5 * p
-        alive = nxt
-        if n >= first_look:
-            tails = _upper_tails(n)
-            bound = next(c for c in range(n + 2) if Fraction(tails[c], 2**n) <= q)
-            crossed += sum(alive[bound:])
-            alive[bound:] = [0.0] * (n + 1 - bound)
-    return min(1.0, crossed)
-
-
-def sequential_sign_pvalue(log_ratios: list[float], first_look: int, horizon: int) -> float:
-    """p-value of "the head is not slower" (median log-ratio <= 0) from rounds seen one at a time.
-
-    The statistic is the smallest pointwise sign-test p-value over the looks taken so far
-    (rounds ``first_look`` .. ``len(log_ratios)``); its p-value is the probability that a null
-    walk reaches one as small at *any* look up to ``horizon``. That covers every look the gate
-    may take, so stopping early (or not) cannot inflate the false-alarm rate. A round exactly
-    equal to 0 counts as not slower. 1.0 before the first look.
-
-    Args:
-        log_ratios: ``log(head_s / base_s)``, one per round, in the order they were measured.
-        first_look: the first round count at which the gate may decide.
-        horizon: the most rounds the gate may take (>= ``len(log_ratios)`` for validity).
-    """
-    if horizon < len(log_ratios):
-        raise ValueError(f"horizon {horizon} is below the {len(log_ratios)} rounds given")
-    smallest, positives = Fraction(1), 0
-    for n, d in enumerate(log_ratios, start=1):
-        positives += d > 0
-        if n >= first_look:
-            smallest = min(smallest, pointwise_sign_pvalue(positives, n))
-    if smallest == 1:
+    n = len(log_ratios)
+    if n == 0:
         return 1.0
-    return crossing_probability(smallest, first_look, horizon)
+    if n > SIGN_FLIP_MAX_ROUNDS:
+        raise ValueError(f"{n} rounds: the exact sign-flip test takes at most "
+                         f"{SIGN_FLIP_MAX_ROUNDS}")  # fmt: skip
+    magnitudes = [abs(d) for d in log_ratios]
+    observed = math.fsum(log_ratios)
+    tolerance = 1e-9 * max(math.fsum(magnitudes), 1e-300)
+    low = np.sort(_signed_sums(magnitudes[: n // 2]))
+    high = _signed_sums(magnitudes[n // 2 :])
+    below = np.searchsorted(low, observed - high - tolerance, side="left")
+    return float(len(low) * len(high) - int(below.sum())) / 2**n
+
+
+def smallest_sign_flip_pvalue(n: int) -> float:
+    """The smallest p-value :func:`sign_flip_pvalue` can give over ``n`` rounds (every round
+    slower): 2^-n."""
+    return 0.5**n
 
 
 def holm_adjust(p_values: list[float]) -> list[float]:
@@ -190,31 +171,30 @@ def holm_adjust(p_values: list[float]) -> list[float]:
 def fewest_rounds_to_flag(
     num_cases: int, confidence: float, first_look: int, horizon: int
 ) -> int | None:
-    """Fewest rounds after which a case that was slower in every round is flagged, when it is
-    the only regression among ``num_cases`` (Holm compares it with alpha / num_cases); None if
-    ``horizon`` rounds are not enough."""
+    """Rounds after which a case can first be flagged: the horizon, where the regression test
+    is taken, when a case slower in every round clears Holm's alpha / ``num_cases`` there
+    (``2^-horizon`` at most that); None if ``horizon`` rounds are not enough. ``first_look``
+    (the fewest rounds for an early ok) does not move it."""
     level = false_alarm_level(confidence) / num_cases
-    for n in range(max(first_look, 1), horizon + 1):
-        if crossing_probability(pointwise_sign_pvalue(n, n), first_look, horizon) <= level:
-            return n
-    return None
+    if horizon < max(first_look, 1) or smallest_sign_flip_pvalue(horizon) > level:
+        return None
+    return horizon
 
 
 def family_false_alarm_rate(
     num_cases: int, confidence: float, first_look: int, horizon: int
 ) -> float:
     """The exact chance that a gate run of ``num_cases`` unchanged, independent cases calls any
-    of them slower, when every case runs to ``horizon`` (stopping a case early, as the gate does
-    once it is ok, can only lower it). Under "all unchanged" Holm rejects anything exactly when
-    the smallest p-value is <= alpha / num_cases, so the rate is ``1 - (1 - g)^num_cases`` with
-    ``g`` the largest attainable ``P(p <= alpha / num_cases)`` of one case. Always <= alpha.
-    """
+    of them slower, when every case runs to ``horizon`` (stopping a case early as ok, as the
+    gate does, can only lower it). Under "all unchanged" Holm rejects anything exactly when the
+    smallest p-value is <= alpha / num_cases; one case's sign-flip p-value takes the values
+    k / 2^horizon, each pattern of signs equally likely, so P(p <= level) is
+    floor(level x 2^horizon) / 2^horizon, and the rate is ``1 - (1 - that)^num_cases``.
+    Always <= alpha."""
+    if fewest_rounds_to_flag(num_cases, confidence, first_look, horizon) is None:
+        return 0.0
     level = false_alarm_level(confidence) / num_cases
-    attainable = {
-        pointwise_sign_pvalue(s, n) for n in range(first_look, horizon + 1) for s in range(n + 1)
-    }
-    reach = [crossing_probability(q, first_look, horizon) for q in attainable]
-    per_case = max((g for g in reach if g <= level), default=0.0)
+    per_case = math.floor(level * 2**horizon) / 2**horizon
     return 1.0 - (1.0 - per_case) ** num_cases
 
 
@@ -251,12 +231,12 @@ def decide_family(
         threshold: fractional slowdown that counts as a regression (0.10: head 10% slower).
         confidence: coverage of the interval on the median ratio (0.95); the family-wise
             false-alarm level is ``(1 - confidence) / 2``.
-        first_look: first round count at which the gate may stop (default: the fewest rounds
-            with an interval, 6 at 95%).
-        horizon: most rounds the gate may take (default: the most rounds given).
-        close_at_horizon: a case with ``horizon`` rounds, not a regression, and its median
-            ratio at or below the limit or its interval holding 1, is ``ok`` (not shown
-            slower), not ``undecided``.
+        first_look: first round count at which a case may stop as ok (default: the fewest
+            rounds with an interval, 6 at 95%).
+        horizon: most rounds the gate may take, where the regression test is taken (default:
+            the most rounds given); a case with fewer rounds cannot be a regression yet.
+        close_at_horizon: a case with ``horizon`` rounds that is not a regression is ``ok``
+            (its median within the limit, or not shown slower), not ``undecided``.
     """
     for samples in log_ratios.values():
         if not all(math.isfinite(d) for d in samples):
@@ -267,9 +247,10 @@ def decide_family(
     last = max(first, longest) if horizon is None else max(horizon, longest)
     alpha = false_alarm_level(confidence)
     names = list(log_ratios)
-    raw = [sequential_sign_pvalue(log_ratios[c], first, last) for c in names]
+    # Only the rounds at the horizon are tested: one look, so no correction for looking often.
+    raw = [sign_flip_pvalue(log_ratios[c]) if len(log_ratios[c]) >= last else 1.0 for c in names]
     adjusted = dict(zip(names, holm_adjust(raw), strict=True))
-    family = f"Holm over {len(names)} cases, " if len(names) > 1 else ""
+    family = f", Holm over {len(names)} cases" if len(names) > 1 else ""
     verdicts = {}
     for case, samples in log_ratios.items():
         n, p = len(samples), adjusted[case]
@@ -282,17 +263,19 @@ def decide_family(
         ratio = math.exp(median(samples))  # an interval means there are rounds
         low, high = (math.exp(v) for v in interval)
         limit = 1.0 + threshold
-        slower = f"p={p:.2g} ({family}looks {first}..{last})"
+        slower = f"p={p:.2g} (sign flips of {n} rounds{family})"
         if ratio > limit and p <= alpha:
             decision, reason = REGRESSION, f"median above {limit:.2f}, slower: {slower}"
         elif high < limit:
             decision, reason = OK, f"whole interval below {limit:.2f}"
         elif close_at_horizon and n >= last and ratio <= limit:
             decision, reason = OK, f"not shown slower in {n} rounds, median below {limit:.2f}"
-        elif close_at_horizon and n >= last and low <= 1.0:
-            decision, reason = OK, f"not shown slower in {n} rounds, interval holds 1.00"
+        elif close_at_horizon and n >= last:
+            decision, reason = OK, f"not shown slower in {n} rounds: {slower}"
+        elif ratio > limit and n < last:
+            decision, reason = UNDECIDED, f"median above the limit, tested at round {last}"
         elif ratio > limit:
-            decision, reason = UNDECIDED, f"median above the limit, not yet shown slower: {slower}"
+            decision, reason = UNDECIDED, f"median above the limit, not shown slower: {slower}"
         else:
             decision, reason = UNDECIDED, f"interval reaches {limit:.2f}"
         verdicts[case] = Verdict(decision, n, ratio, low, high, reason, p, limit)
