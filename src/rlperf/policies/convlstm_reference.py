@@ -99,7 +99,10 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
         self.actor = nn.Linear(features, spec.action.num_outputs)
         self.critic = nn.Linear(features, 1)
         k = spec.action.num_outputs
-        self.logstd = None if spec.action.discrete else nn.Parameter(torch.zeros(k))
+        self.log_std = None if spec.action.discrete else nn.Parameter(torch.zeros(k))
+
+    def logstd(self) -> torch.Tensor | None:
+        return self.log_std
 
     def initial_state(self, num_envs: int) -> State:
         weight = self.critic.weight
@@ -163,7 +166,7 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, State]:
         features, state = self.step(obs, state, done)
         actions, logprob = distributions.sample(
-            self.spec.action, self.actor(features), action_mask, self.logstd, generator
+            self.spec.action, self.actor(features), action_mask, self.log_std, generator
         )
         return actions, logprob, self.critic(features).view(-1), state
 
@@ -187,7 +190,7 @@ class ReferenceConvLSTMActorCritic(ActorCritic):
             features, state = self.step(obs_seq[t], state, done)
             mask = None if mask_seq is None else mask_seq[t]
             logprob, entropy = distributions.log_prob_entropy(
-                self.spec.action, self.actor(features), actions_seq[t], mask, self.logstd
+                self.spec.action, self.actor(features), actions_seq[t], mask, self.log_std
             )
             logprobs.append(logprob)
             entropies.append(entropy)
@@ -221,7 +224,7 @@ def parameter_map(
         "critic.bias": (head.bias, (slice(k, k + 1),)),
     }
     if fast.out.logstd is not None:
-        mapping["logstd"] = (fast.out.logstd, whole)
+        mapping["log_std"] = (fast.out.logstd, whole)
     for layer in range(fast.layers):
         cell = f"cells.{layer}."
         for g in range(len(GATES)):
