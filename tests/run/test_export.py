@@ -17,14 +17,7 @@ import torch
 import rlperf
 from rlperf.cli import main
 from rlperf.commandline import EXIT_OK
-from rlperf.envs.spec import EnvSpec
-from rlperf.run.evaluate import (
-    build_policy,
-    frozen_normalizer,
-    load_run,
-    make_eval_env,
-    run_episodes,
-)
+from rlperf.run.evaluate import load_run, make_eval_env, policy_for_env, run_episodes
 from rlperf.run.export import FORMATS
 
 TINY = ["--num-envs", "4", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs",
@@ -79,9 +72,7 @@ def eval_episode(run: Path, seed: int = 5) -> tuple[np.ndarray, np.ndarray, np.n
     was given, the actions the env was given, and the ``done`` flags before each step."""
     cfg, payload = load_run(run)
     recorder = Recorder(make_eval_env(cfg, 1))
-    _, infos = recorder.env.reset(seed=seed)
-    spec = EnvSpec.from_env(recorder.env, infos)
-    policy, normalizer = build_policy(cfg, spec, payload), frozen_normalizer(cfg, payload, spec)
+    spec, policy, normalizer = policy_for_env(cfg, payload, recorder.env, seed)
     run_episodes(policy, recorder, spec, 1, seed, deterministic=True, normalizer=normalizer)
     recorder.env.close()
     steps = len(recorder.actions)  # the last observation is the next episode's first

@@ -209,7 +209,7 @@ class Verdict:
     low: float | None
     high: float | None
     reason: str
-    p_value: float | None = None  # Holm-adjusted sequential p of "the head is not slower"
+    p_value: float | None = None  # Holm-adjusted sign-flip p of "the head is not slower"
     limit: float | None = None  # 1 + threshold, the ratio the decision was made against
 
     def to_dict(self) -> dict[str, Any]:
