@@ -262,6 +262,12 @@ class PPOConfig:
         "its seconds, so a run the wall-clock budget ends also ends with the rate near 0 "
         "(--preset mujoco-fast's, rlperf tune's trials'; one rank only)",
     )
+    lr_kl_target: float = _f(
+        0.0,
+        "adapt the learning rate to this approx KL instead of annealing it (rl_games' adaptive "
+        "schedule, once an iteration: x1.5 when the update's mean KL is below half of it, /1.5 "
+        "above twice it, within [1e-6, 1e-2]); 0: off",
+    )
     gamma: float = _f(0.99, "discount factor")
     gae_lambda: float = _f(0.95, "GAE lambda")
     clip_coef: float = _f(0.2, "PPO ratio clip")

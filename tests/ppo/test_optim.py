@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlperf.config import Config
-from rlperf.ppo.optim import FlatAdam, annealed_lr
+from rlperf.ppo.optim import FlatAdam, annealed_lr, kl_adapted_lr
 
 
 def _pair(seed: int) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
@@ -80,3 +80,24 @@ def test_anneal_with_wall_refuses_several_ranks() -> None:
     check_config(cfg, world_size=1)
     with pytest.raises(ConfigError, match="--anneal-with-wall needs one rank"):
         check_config(cfg, world_size=2)
+
+
+def test_the_kl_adaptive_rate_is_rl_games_step_and_bounds() -> None:
+    """rl_games' AdaptiveScheduler: /1.5 above twice the target, x1.5 below half, else kept,
+    within [1e-6, 1e-2]; the band's edges keep the rate."""
+    assert kl_adapted_lr(3e-4, 0.02, 0.008) == pytest.approx(2e-4)
+    assert kl_adapted_lr(3e-4, 0.001, 0.008) == pytest.approx(4.5e-4)
+    for kl in (0.004, 0.008, 0.016):
+        assert kl_adapted_lr(3e-4, kl, 0.008) == 3e-4
+    assert kl_adapted_lr(9e-3, 0.0, 0.008) == 1e-2
+    assert kl_adapted_lr(1.2e-6, 1.0, 0.008) == 1e-6
+
+
+def test_a_negative_kl_target_is_refused() -> None:
+    from rlperf.config import ConfigError
+    from rlperf.ppo.checks import check_config
+
+    cfg = anneal_config()
+    cfg.ppo.lr_kl_target = -0.01
+    with pytest.raises(ConfigError, match="--lr-kl-target must be >= 0"):
+        check_config(cfg, world_size=1)

@@ -16,6 +16,7 @@ from rlperf.cli import main
 from rlperf.config import Config
 from rlperf.envs import CartPoleVec, register
 from rlperf.ppo.gae import gae_reference
+from rlperf.ppo.optim import kl_adapted_lr
 from rlperf.ppo.trainer import NonFiniteLossError, Trainer
 from rlperf.timing.sections import Profiler
 
@@ -71,6 +72,20 @@ def load_weights_only(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+def ctrl_c_after(cfg: Config, iteration: int, run_dir: Path) -> None:
+    """Train ``cfg`` into ``run_dir`` and press Ctrl-C once ``iteration`` is logged (and
+    checkpointed, where it is a checkpoint's)."""
+    trainer = Trainer(cfg, profiler=Profiler())
+
+    def stop(trainer: Trainer, row: dict) -> None:
+        if row["iteration"] == iteration:
+            raise KeyboardInterrupt
+
+    trainer.callbacks.append(stop)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(run_dir)
+
+
 def test_same_seed_gives_identical_losses_returns_and_parameters(tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):
@@ -92,15 +107,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> 
     """Ctrl-C after the iteration-3 checkpoint of a 6-iteration run, then ``--resume``."""
     straight, _ = train(small_config(6, run__checkpoint_every=3), tmp_path / "straight")
 
-    interrupted = Trainer(small_config(6, run__checkpoint_every=3), profiler=Profiler())
-
-    def stop_after_checkpoint(trainer: Trainer, row: dict) -> None:
-        if row["iteration"] == 3:
-            raise KeyboardInterrupt
-
-    interrupted.callbacks.append(stop_after_checkpoint)
-    with pytest.raises(KeyboardInterrupt):
-        interrupted.train(tmp_path / "resumed")
+    ctrl_c_after(small_config(6, run__checkpoint_every=3), 3, tmp_path / "resumed")
     summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["global_step"] == 3 * BATCH
     assert len(metrics(tmp_path / "resumed")) == 3
@@ -397,6 +404,30 @@ def test_anneal_with_wall_takes_the_learning_rate_to_0_over_the_budget(
     trainer.train(tmp_path / "run")
     rates = [row["learning_rate"] / cfg.ppo.learning_rate for row in metrics(tmp_path / "run")]
     assert rates == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
+
+
+def test_the_kl_target_moves_the_rate_by_each_iteration_s_kl_and_resumes_with_it(
+    tmp_path: Path,
+) -> None:
+    """``--lr-kl-target``: each iteration's logged rate is the last one's, moved by rl_games'
+    rule from the last one's logged approx KL (no anneal); Ctrl-C after iteration 3 and
+    ``--resume`` give the run that never stopped, rates and parameters."""
+    cfg = small_config(6, run__checkpoint_every=3, ppo__lr_kl_target=0.004)
+    straight, _ = train(cfg, tmp_path / "straight")
+    rows = metrics(tmp_path / "straight")
+    rate = cfg.ppo.learning_rate
+    for row in rows:
+        assert row["learning_rate"] == rate
+        rate = kl_adapted_lr(rate, row["approx_kl"], 0.004)
+    assert len({row["learning_rate"] for row in rows}) > 1, "the rate moved"
+
+    ctrl_c_after(
+        small_config(6, run__checkpoint_every=3, ppo__lr_kl_target=0.004), 3, tmp_path / "resumed"
+    )
+    assert main(["train", "--resume", str(tmp_path / "resumed")]) == 0
+    assert without_timing(metrics(tmp_path / "resumed")) == without_timing(rows)
+    resumed = load_weights_only(tmp_path / "resumed" / "checkpoint.pt")
+    assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
 
 
 def test_wall_budget_stops_after_the_iteration_it_ran_out_in(

@@ -71,6 +71,8 @@ def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
         check_recurrent_sizes(cfg, rows)
     check_total_steps(cfg, rows, world_size)
     check_policy_fit(cfg.policy.kind, spec)
+    if cfg.ppo.lr_kl_target < 0:
+        raise ConfigError(f"--lr-kl-target must be >= 0 (0: off), got {cfg.ppo.lr_kl_target}")
     if world_size > 1 and cfg.ppo.anneal_with_wall and cfg.ppo.anneal_lr and cfg.run.max_wall_s:
         raise ConfigError(
             "--anneal-with-wall needs one rank: each rank's clock would give its Adam a "

@@ -171,3 +171,21 @@ def annealed_lr(cfg: Config, iteration: int, num_iterations: int, elapsed_s: flo
     if ppo.anneal_with_wall and budget_s > 0:
         done = max(done, elapsed_s / budget_s)
     return max(1.0 - done, 0.0) * ppo.learning_rate
+
+
+# rl_games' AdaptiveScheduler (rl_games/common/schedulers.py): its bounds and step.
+KL_ADAPTIVE_MIN_LR, KL_ADAPTIVE_MAX_LR, KL_ADAPTIVE_STEP = 1e-6, 1e-2, 1.5
+
+
+def kl_adapted_lr(lr: float, approx_kl: float, target: float) -> float:
+    """The next learning rate under ``--lr-kl-target``: ``lr / 1.5`` when ``approx_kl`` is above
+    twice ``target``, ``lr * 1.5`` when below half of it, else ``lr``, kept within [1e-6, 1e-2].
+
+    rl_games adapts after every minibatch from that minibatch's KL; here once an iteration from
+    the update's mean approx KL (the native update runs all minibatches in one call), which
+    moves the rate as far in an iteration as rl_games' moves it in one minibatch."""
+    if approx_kl > 2.0 * target:
+        return max(lr / KL_ADAPTIVE_STEP, KL_ADAPTIVE_MIN_LR)
+    if approx_kl < 0.5 * target:
+        return min(lr * KL_ADAPTIVE_STEP, KL_ADAPTIVE_MAX_LR)
+    return lr

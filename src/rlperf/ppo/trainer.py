@@ -66,7 +66,7 @@ from rlperf.ppo.cuda_graphs import make_minibatch_step, minibatch_updates
 from rlperf.ppo.device_choice import choose_device
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import finalize_stats, finalize_supervised_stats
-from rlperf.ppo.optim import annealed_lr
+from rlperf.ppo.optim import annealed_lr, kl_adapted_lr
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
@@ -256,8 +256,9 @@ class Trainer:
         PPO, or with ``supervised`` the action-supervised loss on the teacher's actions.
         """
         ppo, impl = self.cfg.ppo, self.update_impl
-        elapsed_s = time.perf_counter() - self.wall_start_s
-        impl.lr = annealed_lr(self.cfg, self.iteration, self.num_iterations, elapsed_s)
+        if not ppo.lr_kl_target:  # else the rate the last iteration's KL left (_adapt_lr)
+            elapsed_s = time.perf_counter() - self.wall_start_s
+            impl.lr = annealed_lr(self.cfg, self.iteration, self.num_iterations, elapsed_s)
         threads = self.threads.update
         threads.begin()
         if self.whole_update is not None and not supervised:  # one C call, one thread: no units
@@ -313,6 +314,8 @@ class Trainer:
                         stats_row, interrupted = self._finalize(stats, supervised, ctrl_c.requested)
                         metrics = self._metrics(stats_row, supervised)
                         row = log.row(self.iteration, self.global_step, metrics)
+                        if not supervised:
+                            self._adapt_lr(stats_row)
                     # Every rank stops at the same iteration, or the others would wait forever.
                     stop = log.budget_spent
                     if self.cfg.run.max_wall_s and self.ranks.distributed:
@@ -357,6 +360,15 @@ class Trainer:
                 + ", ".join(f"{k}={v}" for k, v in stats_row.items())
             )
         return stats_row, any_interrupted > 0
+
+    def _adapt_lr(self, stats_row: dict[str, float]) -> None:
+        """With ``--lr-kl-target``, the next iteration's rate from this one's mean approx KL
+        (every rank's: the statistics are averaged over ranks). Before the checkpoint, which
+        keeps the rate in Adam's state, so a resume continues with it."""
+        target = self.cfg.ppo.lr_kl_target
+        if target:
+            impl = self.update_impl
+            impl.lr = kl_adapted_lr(impl.lr, stats_row["approx_kl"], target)
 
     def _metrics(self, stats_row: dict[str, float], supervised: bool) -> dict[str, Any]:
         """The algorithm's fields of a metrics row (the log adds SPS and section seconds)."""
