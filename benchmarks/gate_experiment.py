@@ -126,6 +126,8 @@ def run_gate(clone: Path, base: str, head: str, json_path: Path, gate_args: list
         }
         for case in data["cases"]
     }
+    if data.get("pooled"):
+        row["pooled"] = {k: data["pooled"][k] for k in ("verdicts", "moved_phase", "weights")}
     return row
 
 
@@ -205,6 +207,21 @@ def summarise(rows: list[dict], slowdown: float) -> str:
                 c["verdicts"]["cpu"]["decision"] == "regression" for c in r["cases"].values())
         )  # fmt: skip
         lines.append(f"planted runs that flagged every case: {every}/{n_pl}")
+    pooled = {kind: [r["pooled"] for r in rows if r["kind"] == kind and r.get("pooled")]
+              for kind in ("A/A", "planted")}  # fmt: skip
+    if pooled["A/A"] or pooled["planted"]:
+        flagged = {k: sum(p["verdicts"]["cpu"]["decision"] == "regression" for p in ps)
+                   for k, ps in pooled.items()}  # fmt: skip
+        ratios = {k: [p["verdicts"]["cpu"]["ratio"] for p in ps] for k, ps in pooled.items()}
+        span = {k: f"{min(v):.3f}-{max(v):.3f}" if v else "n/a" for k, v in ratios.items()}
+        phases = [p["moved_phase"]["name"] for p in pooled["planted"] if p.get("moved_phase")]
+        top = max(set(phases), key=phases.count) if phases else "none"
+        lines.append(
+            f"the cases pooled: regression in {flagged['A/A']}/{len(pooled['A/A'])} A/A and "
+            f"{flagged['planted']}/{len(pooled['planted'])} planted runs; cpu ratio A/A "
+            f"{span['A/A']}, planted {span['planted']}; phase named in planted runs: {top} "
+            f"({phases.count(top)}/{len(phases)})"
+        )
     for name in names:
         runs = {kind: [r["cases"][name] for r in rows if r["kind"] == kind
                        and name in r.get("cases", {})] for kind in ("A/A", "planted")}  # fmt: skip

@@ -19,6 +19,7 @@ import rlperf
 from rlperf.bench import counters
 from rlperf.bench.gate import (
     GateError,
+    PooledResult,
     Settings,
     Side,
     Worker,
@@ -30,7 +31,12 @@ from rlperf.bench.gate import (
     results_from_json,
     run_rounds,
 )
-from rlperf.bench.stats import decide_family, fewest_rounds_to_flag
+from rlperf.bench.stats import (
+    decide_family,
+    family_size,
+    fewest_rounds_to_flag,
+    pooled_log_ratios,
+)
 from rlperf.bench.worktree import checked_out
 from rlperf.cli import main
 
@@ -360,21 +366,53 @@ class ScriptedWorker:
 @pytest.mark.parametrize("num_cases", [1, 5])
 def test_the_gates_rounds_decide_the_cases_as_one_family(num_cases: int) -> None:
     """run_rounds, as ``rlperf gate`` runs it: a case slower in every round is flagged at the
-    horizon (25 rounds by default), where its test is taken with Holm's alpha / 5 for the first
-    of five, although the unchanged ones were decided ok and stopped after 6."""
+    horizon (25 rounds by default), where its test is taken with Holm's alpha over the cases
+    and their pooled rounds; every case runs every round (so that they pool), the unchanged
+    ones ok; the pooled rounds, made of unchanged cases but for one, are not slower."""
     cases = ["slow"] + [f"same{i}" for i in range(num_cases - 1)]
     side = Side("base", "base", "", Path("."))
     settings = Settings()
     results = run_rounds(side, replace(side, label="head"), cases, settings, lambda _: None,
                          ScriptedWorker({"slow"}))  # fmt: skip
     verdicts = {r.name: r.verdicts["cpu"] for r in results}
-    flagged_at = fewest_rounds_to_flag(num_cases, settings.confidence, settings.min_rounds,
-                                       settings.max_rounds)  # fmt: skip
+    flagged_at = fewest_rounds_to_flag(family_size(num_cases), settings.confidence,
+                                       settings.min_rounds, settings.max_rounds)  # fmt: skip
     assert flagged_at == settings.max_rounds
     assert verdicts["slow"].decision == "regression" and verdicts["slow"].rounds == flagged_at
     for name in cases[1:]:
-        assert verdicts[name].decision == "ok" and verdicts[name].rounds == settings.min_rounds
+        assert verdicts[name].decision == "ok" and verdicts[name].rounds == flagged_at
+    pooled = [r for r in results if isinstance(r, PooledResult)]
+    assert len(pooled) == (num_cases > 1)
+    if pooled:
+        assert pooled[0].name == f"all {num_cases} cases, pooled"
+        assert pooled[0].decision("cpu") == "ok"
     assert exit_code(results, "cpu") == 1
+
+
+def test_unchanged_cases_stop_together_once_each_and_their_pooled_rounds_are_ok() -> None:
+    cases = [f"same{i}" for i in range(4)]
+    side = Side("base", "base", "", Path("."))
+    settings = Settings()
+    results = run_rounds(side, replace(side, label="head"), cases, settings, lambda _: None,
+                         ScriptedWorker(set()))  # fmt: skip
+    assert [r.verdicts["cpu"].rounds for r in results] == [settings.min_rounds] * 5
+    assert all(r.decision("cpu") == "ok" for r in results)
+    assert exit_code(results, "cpu") == 0
+
+
+def test_a_slowdown_shared_by_every_case_is_flagged_in_their_pooled_rounds() -> None:
+    """Each case 1.5% slower under noise of 2% a round (sd of the log-ratio) over 10 rounds:
+    alone, a case's sign-flip p rarely clears Holm's alpha / 8; the pooled rounds of 7 cases
+    (noise / sqrt 7) do, and their median is above the 1% threshold."""
+    rng = random.Random(5)
+    family = {f"c{i}": [math.log(1.015) + rng.gauss(0.0, 0.02) for _ in range(10)]
+              for i in range(7)}  # fmt: skip
+    pooled, weights = pooled_log_ratios(family)
+    assert sum(weights.values()) == pytest.approx(1.0)
+    family["pooled"] = pooled
+    verdicts = decide_family(family, 0.01, 0.95, 6, 10, close_at_horizon=True)
+    assert verdicts["pooled"].decision == "regression"
+    assert sum(verdicts[f"c{i}"].decision == "regression" for i in range(7)) < 7
 
 
 def test_the_gate_says_up_front_how_long_it_may_take_and_a_round_in_one_short_line() -> None:
@@ -394,8 +432,9 @@ def test_the_gate_says_up_front_how_long_it_may_take_and_a_round_in_one_short_li
     )
     rounds = lines[1:]
     assert rounds and all(len(line) <= 120 for line in lines), max(lines, key=len)
-    assert rounds[0].startswith("round 1/25: 5 undecided; head/base up to 1.100; ")
-    assert rounds[-1].startswith(f"round {len(rounds)}/25: 4 ok, 1 regression; ")
+    first = "round 1/25: 5 undecided, pooled undecided; head/base up to 1.100; "
+    assert rounds[0].startswith(first)
+    assert rounds[-1].startswith(f"round {len(rounds)}/25: 4 ok, 1 regression, pooled ok; ")
 
 
 # -- instructions: the signal where the kernel counts them ---------------------------------------
@@ -428,8 +467,8 @@ def test_the_gate_decides_on_instructions_where_they_are_counted() -> None:
     assert results[0].decision("cpu") == "ok" and results[1].decision("instructions") == "ok"
     text = report(results, on_count)
     assert "decided on instructions" in text and "; cpu ratio 1.000" in text
-    saved = json.loads(json.dumps([r.to_dict() for r in results]))
-    again = results_from_json({"cases": saved})
+    cases = [r.to_dict() for r in results if not isinstance(r, PooledResult)]
+    again = results_from_json({"cases": json.loads(json.dumps(cases))})
     analyse(again, on_count)
     assert again[0].decision("instructions") == "regression"
 

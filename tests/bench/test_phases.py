@@ -146,8 +146,10 @@ def test_from_json_keeps_sections_and_names_the_phase(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     rounds = rounds_of(BASE, head_with(1.31), n=8)
-    data = {"settings": {"min_rounds": 6, "max_rounds": 8},  # tested at its last round
-            "cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": rounds}]}
+    data = {
+        "settings": {"min_rounds": 6, "max_rounds": 8},  # tested at its last round
+        "cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": rounds}],
+    }
     path = tmp_path / "gate.json"
     path.write_text(json.dumps(data))
     assert main(["gate", "--from-json", str(path), "--threshold", "0.05"]) == 1
@@ -172,7 +174,7 @@ def test_the_verdict_names_the_phase_of_every_regressed_case(
     path.write_text(json.dumps(data))
     assert main(["gate", "--from-json", str(path), "--threshold", "0.05"]) == 1
     out = capsys.readouterr().out
-    assert "over 3 cases (Holm)" in out
+    assert "over 3 cases and their pooled rounds (Holm)" in out
     verdict = out.strip().splitlines()[-1]
     assert verdict == (
         "gate: REGRESSION beyond 5% in e2e_a (update/backward 1.31x slower (30% of the time)), "

@@ -26,6 +26,7 @@ from rlperf.bench.gate import (
     METRICS,
     CaseResult,
     GateError,
+    PooledResult,
     Settings,
     Side,
     Worker,
@@ -402,8 +403,12 @@ def sps_gate_run(args: argparse.Namespace) -> tuple[int, str, dict[str, Any]]:
         results, sides = measure(args.base, args.head, names, settings)
     code = exit_code(results, settings.metric)
     text = f"{report(results, settings)}\n{verdict_line(results, settings, code)}"
-    cases = [r.to_dict() for r in results]
-    return code, text, {"sides": sides, "settings": vars(settings), "cases": cases}
+    cases = [r.to_dict() for r in results if not isinstance(r, PooledResult)]
+    payload = {"sides": sides, "settings": vars(settings), "cases": cases}
+    pooled = [r.to_dict() for r in results if isinstance(r, PooledResult)]
+    if pooled:
+        payload["pooled"] = pooled[0]
+    return code, text, payload
 
 
 def learning_gate_run(args: argparse.Namespace) -> tuple[int, str, dict[str, Any]]:
@@ -590,8 +595,8 @@ def load_results(
         raise GateError(f"malformed gate results in {path}: settings: {e}") from e
     longest = max(len(r.rounds) for r in results)
     settings = replace(settings, min_rounds=first, max_rounds=max(last, longest))
-    analyse(results, settings)
-    return results, data.get("sides", {}), settings
+    pooled = analyse(results, settings)
+    return results + ([pooled] if pooled else []), data.get("sides", {}), settings
 
 
 def verdict_line(results: list[CaseResult], settings: Settings, code: int) -> str:

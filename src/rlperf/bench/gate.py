@@ -51,9 +51,11 @@ from rlperf.bench.stats import (
     Verdict,
     decide_family,
     false_alarm_level,
+    family_size,
     fewest_rounds_to_flag,
     median,
     min_rounds,
+    pooled_log_ratios,
 )
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -134,7 +136,7 @@ class Settings:
         plan = self.plan(cases)
         if plan is None or plan.fit_rounds >= self.max_rounds:
             return
-        need = fewest_rounds_to_flag(len(cases), self.confidence, self.min_rounds,
+        need = fewest_rounds_to_flag(family_size(len(cases)), self.confidence, self.min_rounds,
                                      max(plan.fit_rounds, self.min_rounds))  # fmt: skip
         if plan.fit_rounds < self.min_rounds or need is None:
             raise GateError(
@@ -146,8 +148,10 @@ class Settings:
 
     def check_family(self, num_cases: int) -> None:
         """GateError when ``max_rounds`` could not flag a regression among ``num_cases`` cases
-        (Holm asks the most significant case for p <= alpha / num_cases)."""
-        if fewest_rounds_to_flag(num_cases, self.confidence, self.min_rounds, self.max_rounds):
+        (Holm asks the most significant of their tests, one a case and the pooled cases', for
+        p <= alpha / tests)."""
+        tests = family_size(num_cases)
+        if fewest_rounds_to_flag(tests, self.confidence, self.min_rounds, self.max_rounds):
             return
         raise GateError(
             f"max_rounds {self.max_rounds} is too few to flag a regression among {num_cases} "
@@ -277,23 +281,34 @@ def round_log_ratio(round_samples: Samples, metric: str) -> float:
     return median([math.log(head[key] / base[key]) for base, head in pairs])
 
 
-def analyse(results: list[CaseResult], settings: Settings) -> None:
-    """Set every case's verdict for each metric, the cases decided as one family; GateError
+def analyse(results: list[CaseResult], settings: Settings) -> PooledResult | None:
+    """Set every case's verdict for each metric, the cases and their pooled rounds decided as
+    one family; returns the pooled cases' result (None for one case, or cases whose rounds
+    differ, as in files from before 2026-11-29, when cases stopped one by one). GateError
     when the samples lack the metric the decision uses (instructions not counted)."""
-    metrics = measured_metrics(results)
+    cases = [r for r in results if not isinstance(r, PooledResult)]
+    metrics = measured_metrics(cases)
     if settings.metric not in metrics:
         raise GateError(f"--metric {settings.metric}: the samples have no {settings.metric}")
+    poolable = len(cases) > 1 and len({len(r.rounds) for r in cases}) == 1
+    pooled = PooledResult(cases) if poolable else None
     for metric in metrics:
+        family = {r.name: [round_log_ratio(rounds, metric) for rounds in r.rounds] for r in cases}
+        if pooled is not None:
+            family[pooled.name], pooled.weights[metric] = pooled_log_ratios(family)
         verdicts = decide_family(
-            {r.name: [round_log_ratio(rounds, metric) for rounds in r.rounds] for r in results},
+            family,
             settings.threshold,
             settings.confidence,
             first_look=settings.min_rounds,
             horizon=settings.max_rounds,
             close_at_horizon=True,  # no more rounds: not shown slower, median within: ok
         )
-        for res in results:
+        for res in cases:
             res.verdicts[metric] = verdicts[res.name]
+        if pooled is not None:
+            pooled.verdicts[metric] = verdicts[pooled.name]
+    return pooled
 
 
 @dataclass
@@ -326,6 +341,32 @@ class CaseResult:
         return out
 
 
+class PooledResult(CaseResult):
+    """The gate's cases taken together: each round's log-ratios averaged with inverse-noise
+    weights (:func:`rlperf.bench.stats.pooled_log_ratios`) and decided as one more member of
+    the cases' family. A slowdown in code every case runs (the update, GAE) shows in each
+    case's rounds beneath their noise; in the pooled rounds the cases' noise averages out.
+    It has no samples of its own: the phase that moved is read from every case's rounds."""
+
+    def __init__(self, members: list[CaseResult]) -> None:
+        super().__init__(f"all {len(members)} cases, pooled", 0, 0, "")
+        self.members = members
+        self.weights: dict[str, dict[str, float]] = {}  # metric -> case -> weight (sum 1)
+
+    def moved_phase(self) -> PhaseShift | None:
+        return moved_phase([r for member in self.members for r in member.rounds])
+
+    def to_dict(self) -> dict[str, Any]:
+        phase = self.moved_phase()
+        return {
+            "name": self.name,
+            "pooled_of": [m.name for m in self.members],
+            "weights": self.weights,
+            "verdicts": {m: v.to_dict() for m, v in self.verdicts.items()},
+            "moved_phase": None if phase is None else asdict(phase),
+        }
+
+
 def run_rounds(
     base: Side,
     head: Side,
@@ -338,31 +379,32 @@ def run_rounds(
 
     A case either side skips (``CaseSkipped``: a component the base commit does not have yet,
     CUDA on a CPU box) is logged with its reason and left out; GateError if none is left.
+    Every case runs every round, so that their rounds pool (:class:`PooledResult`); the run
+    stops early only when every case and the pooled rounds are ok. Returns the cases' results,
+    then the pooled result where there are two or more cases.
 
     Args:
         worker: a :class:`Worker` to reuse (pointed at ``base`` and ``head`` here, left open
             for the caller); default: a new one, closed at the end.
     """
     results: dict[str, CaseResult] = {}
-    pending = list(cases)
     asked = settings.max_rounds
     settings.fit_budget(cases)
     log(plan_line(cases, settings, asked))
-    started, case_rounds = time.monotonic(), 0  # case_rounds: one case's round, summed
+    started, pooled = time.monotonic(), None
     owned = worker is None
     if worker is None:
         worker = Worker()
     worker.sides = {"base": base, "head": head}
     try:
         for r in range(settings.max_rounds):
-            begin_round(worker, pending, settings.warmup_s)
+            begin_round(worker, cases, settings.warmup_s)
             if r == 0:
                 for side, answer in worker.setup_answers.items():
                     for case, reason in answer.get("skipped", {}).items():
                         log(f"skipping {case} (not on {side}: {reason})")
                         if case in cases:
                             cases = [c for c in cases if c != case]
-                            pending.remove(case)
                 if not cases:
                     raise GateError("no case can be timed on both base and head")
                 for side, answer in worker.setup_answers.items():
@@ -375,28 +417,26 @@ def run_rounds(
                     calls = worker.ask(request)["calls"]
                     items, unit = worker.setup_answers["base"]["items"][case]
                     results[case] = CaseResult(case, calls, items, unit)
-            for case in pending:
+            for case in cases:
                 results[case].rounds.append(measure_round(worker, results[case], r, settings))
             end_round(worker)
-            case_rounds += len(pending)
-            analyse(list(results.values()), settings)
-            for case in list(pending):
-                result = results[case]
-                verdict = result.verdicts[settings.metric]
-                if len(result.rounds) >= settings.min_rounds and verdict.decision != UNDECIDED:
-                    pending.remove(case)
+            pooled = analyse(list(results.values()), settings)
+            decided = [*results.values(), *([pooled] if pooled is not None else [])]
+            done = r + 1 >= settings.min_rounds and all(
+                res.decision(settings.metric) != UNDECIDED for res in decided
+            )
             # One short line a round; each case's ratio and interval are in the report and
             # the --json file.
             elapsed = time.monotonic() - started
-            left = (settings.max_rounds - r - 1) * len(pending) * elapsed / case_rounds
-            log(round_line(r + 1, settings.max_rounds, list(results.values()), settings.metric,
-                           elapsed, left))  # fmt: skip
-            if not pending:
+            left = 0.0 if done else (settings.max_rounds - r - 1) * elapsed / (r + 1)
+            log(round_line(r + 1, settings.max_rounds, decided, settings.metric, elapsed, left))
+            if done:
                 break
     finally:
         if owned:
             worker.close()
-    return [results[c] for c in cases]
+    ordered: list[CaseResult] = [results[c] for c in cases]
+    return ordered + ([pooled] if pooled is not None else [])
 
 
 def plan_line(cases: list[str], settings: Settings, asked_rounds: int) -> str:
@@ -436,9 +476,11 @@ def round_line(
 ) -> str:  # fmt: skip
     """One round's line: the cases' decisions so far, time spent, at most how long is left
     (the rounds still allowed at the measured seconds of a case's round: an estimate)."""
-    decisions = [r.decision(metric) for r in results]
+    decisions = [r.decision(metric) for r in results if not isinstance(r, PooledResult)]
     counts = ", ".join(f"{decisions.count(d)} {d}" for d in (OK, REGRESSION, UNDECIDED)
                        if d in decisions)  # fmt: skip
+    counts += "".join(f", pooled {r.decision(metric)}" for r in results
+                      if isinstance(r, PooledResult))  # fmt: skip
     ratios = [ratio for r in results if (ratio := r.verdicts[metric].ratio) is not None]
     worst = f"; head/base up to {max(ratios):.3f}" if ratios else ""
     left = f"; at most ~{duration(left_s)} left (estimate)" if left_s > 0 else ""
@@ -507,7 +549,9 @@ def report(results: list[CaseResult], settings: Settings) -> str:
     """Human-readable table: per case, head/base ratio with its interval, both metrics, and
     the trainer section that moved most."""
     clock = settings.metric if settings.metric in METRICS else "cpu"  # for the rates
-    family = f" over {len(results)} cases (Holm)" if len(results) > 1 else ""
+    cases = sum(not isinstance(r, PooledResult) for r in results)
+    pooled = " and their pooled rounds" if len(results) > cases else ""
+    family = f" over {cases} cases{pooled} (Holm)" if cases > 1 else ""
     what = "instructions" if settings.metric in COUNTED else f"{settings.metric} time"
     lines = [
         f"head/base time ratio (>1: head slower); threshold {1 + settings.threshold:.2f}, "
@@ -517,6 +561,18 @@ def report(results: list[CaseResult], settings: Settings) -> str:
     ]
     for res in results:
         verdict = res.verdicts[settings.metric]
+        if isinstance(res, PooledResult):
+            weights = res.weights[settings.metric]
+            heaviest = max(weights, key=weights.__getitem__)
+            lines.append(
+                f"  {res.name}: {verdict.decision.upper()} {settings.metric} "
+                f"{format_verdict(verdict)} over {verdict.rounds} rounds | weights 1/noise^2, "
+                f"heaviest {heaviest} {weights[heaviest]:.0%}"
+            )
+            phase = res.moved_phase()
+            if phase is not None:
+                lines.append(f"    phase that moved most: {phase.describe()}")
+            continue
         base_s = median([fastest(r["base"], clock) for r in res.rounds])
         head_s = median([fastest(r["head"], clock) for r in res.rounds])
         others = "".join(f"; {m} {format_verdict(v)}" for m, v in res.verdicts.items()

@@ -152,6 +152,38 @@ def smallest_sign_flip_pvalue(n: int) -> float:
     return 0.5**n
 
 
+def pooled_log_ratios(log_ratios: dict[str, list[float]]) -> tuple[list[float], dict[str, float]]:
+    """The cases' rounds averaged into one log-ratio a round, each case weighted by the
+    inverse of the mean square of its rounds' log-ratios; returns (the pooled rounds, each
+    case's weight, summing to 1).
+
+    A change in code every case runs (the update, GAE) moves all of them: averaged with
+    inverse-noise weights, the cases' independent noise shrinks and the shared shift stays.
+    The weights use the mean square, not the variance, so that flipping a round's signs (all
+    its cases at once: swapping the round's base and head) leaves them as they are, and the
+    sign-flip test of the pooled rounds stays exact. Every case must have every round.
+
+    Raises:
+        ValueError: no case, or cases with different numbers of rounds.
+    """
+    if not log_ratios or len({len(v) for v in log_ratios.values()}) != 1:
+        raise ValueError("pooling needs one or more cases with the same rounds")
+    floor = 1e-12  # a case whose rounds are all exactly 0 (counted instructions): finite weight
+    inverse = {c: 1.0 / max(math.fsum(d * d for d in v) / len(v), floor)
+               for c, v in log_ratios.items()}  # fmt: skip
+    total = math.fsum(inverse.values())
+    weights = {c: w / total for c, w in inverse.items()}
+    rounds = len(next(iter(log_ratios.values())))
+    pooled = [math.fsum(weights[c] * v[r] for c, v in log_ratios.items()) for r in range(rounds)]
+    return pooled, weights
+
+
+def family_size(num_cases: int) -> int:
+    """The tests a gate run of ``num_cases`` cases makes: one a case, and the pooled cases'
+    (:func:`pooled_log_ratios`) where there are two or more."""
+    return num_cases + (num_cases > 1)
+
+
 def holm_adjust(p_values: list[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the input order.
 
