@@ -13,11 +13,11 @@ A round yields one value per case: the median over its pairs of ``log(head_s / b
 The two samples of a pair run back to back (a fraction of a second apart), so a change in the
 machine's load hits both; the median discards the pairs a burst of load hit in between. Rounds
 are the independent samples of the statistic (fresh processes, a fresh random memory layout,
-forked from one parent), and continue until every case is decided or
-``max_rounds`` is reached. The cases of one
-run are decided together (:func:`rlperf.bench.stats.decide_family`): the chance that the run
-calls any unchanged case a regression is held at ``(1 - confidence) / 2`` for the whole family.
-A case may stop early as ok; a regression is tested once, at the last round the budget gives.
+forked from one parent); every case runs every round, until all are decided or ``max_rounds``
+is reached. The cases of one run, and their rounds pooled (:class:`PooledResult`), are decided
+together (:func:`rlperf.bench.stats.decide_family`): the chance that the run calls anything
+unchanged a regression is held at ``(1 - confidence) / 2`` for the whole family. The run may
+stop early when all are ok; a regression is tested once, at the last round the budget gives.
 
 A sample of a case that runs the trainer also carries the seconds of each trainer section
 (``rollout/env_step``, ``update/backward``, ...) spent in it; :mod:`rlperf.bench.phases` names
