@@ -39,6 +39,7 @@ SPACE: tuple[Param, ...] = (
     Param("gamma", choices=(0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999)),
     Param("gae_lambda", choices=(0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0)),
     Param("init_log_std", low=-4.0, high=1.0),
+    Param("lr_kl_target", choices=(0.0, 0.004, 0.008, 0.016)),  # 0: the anneal
     Param(
         "hidden_sizes",
         choices=("64x64", "128x128", "256x256", "128x64x32", "256x128x64", "512x256x128"),
