@@ -49,8 +49,10 @@ class Row:
         return ("vec_backend_torch", "cuda_graphs") if self.graphs else ("vec_backend_torch",)
 
     def args(self, check: Check) -> list[str]:
+        iterations = check.sizes.row_iterations
+        total = BIG if iterations is None else iterations * self.envs * self.steps
         args = f"--env cartpole --num-envs {self.envs} --num-steps {self.steps} --vec-backend "
-        args += f"{self.backend} --learning-rate 2.5e-4 --seed 1 --total-steps {BIG}"
+        args += f"{self.backend} --learning-rate 2.5e-4 --seed 1 --total-steps {total}"
         if check.has("cuda_graphs"):  # the host reference is today's eager path
             args += " --cuda-graphs" if self.graphs else " --no-cuda-graphs"
         return args.split()

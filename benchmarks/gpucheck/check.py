@@ -34,6 +34,10 @@ class Sizes:
     cartpole: tuple[int, int, int]  # envs, steps a rollout, total steps (PureJaxRL's work)
     big: tuple[int, int]  # CartPole at GPU size: envs, steps a rollout (the device cases too)
     row_s: float  # each CartPole row's --max-wall-s
+    # Each row's iterations, where the row ends on a count, not on row_s (which then only caps
+    # it): a wall budget that ends inside the traced iterations leaves a shorter trace on a
+    # slower box, so the CPU check, a test, counts iterations. None: until row_s.
+    row_iterations: int | None
     graphs_iterations: int  # iterations before graphs' and eager's parameters are compared
     mujoco_s: float  # each --preset mujoco row's --max-wall-s
     script_s: float  # a third-party script's seconds after its first figure
@@ -54,12 +58,14 @@ class Sizes:
 
 
 GPU = Sizes(device="cuda", deadline_s=480, startup_s=10, target_return=475.0,
-            cartpole=(4, 128, 500_000), big=(4096, 32), row_s=6, graphs_iterations=3,
+            cartpole=(4, 128, 500_000), big=(4096, 32), row_s=6, row_iterations=None,
+            graphs_iterations=3,
             mujoco_s=8, script_s=10, workload_s=10, pixel_envs=256, pixel_steps=None,
             mujoco_steps=None, bench_max_time_s=0.5, bench_min_rounds=5, jax=(4, 128, 500_000),
             jax_big=(4096, 32, 20_971_520), atari_s=120, atari_envs=None)  # fmt: skip
 CPU = Sizes(device="cpu", deadline_s=480, startup_s=10, target_return=40.0,
-            cartpole=(4, 16, 200_000), big=(16, 32), row_s=2, graphs_iterations=2, mujoco_s=1,
+            cartpole=(4, 16, 200_000), big=(16, 32), row_s=60, row_iterations=7,
+            graphs_iterations=2, mujoco_s=1,
             script_s=2, workload_s=1, pixel_envs=4, pixel_steps=8, mujoco_steps=64,
             bench_max_time_s=0.01, bench_min_rounds=2, jax=(4, 16, 2048), jax_big=(16, 32, 2048),
             atari_s=3, atari_envs=2)  # fmt: skip
