@@ -80,6 +80,7 @@ def test_mujoco_fast_takes_the_entry_of_the_env(env: str) -> None:
     assert cfg.policy.hidden_sizes == entry.hidden_sizes and cfg.policy.kind == "mlp"
     assert cfg.policy.init_log_std == entry.init_log_std
     assert cfg.ppo.lr_kl_target == entry.lr_kl_target
+    assert cfg.env.options == dict(entry.env_options)
     assert cfg.minibatch_size == min(MUJOCO_FAST_MINIBATCH, cfg.batch_size)
     assert cfg.ppo.anneal_lr and cfg.ppo.anneal_with_wall and cfg.ppo.ent_coef == 0.0
     assert cfg.run.total_steps == entry.total_steps and entry.source
@@ -93,6 +94,16 @@ def test_mujoco_fast_flags_override_the_entry_and_other_presets_keep_their_env()
     assert cheetah.policy.init_log_std == 0.0 and MUJOCO_FAST["gym:HalfCheetah-v5"].init_log_std
     assert preset("mujoco").policy.init_log_std == 0.0  # CleanRL's
     assert train_config("--preset", "mujoco", "--env", "gym:Hopper-v5").ppo.num_steps == 256
+
+
+def test_mujoco_fast_env_options_merge_with_the_flags_naming_other_keys() -> None:
+    ant = ("--preset", "mujoco-fast", "--env", "gym:Ant-v5")
+    assert train_config(*ant).env.options == {"include_cfrc_ext_in_observation": False}
+    cfg = train_config(*ant, "--env-option", "ctrl_cost_weight=0.3")
+    assert cfg.env.options == {"include_cfrc_ext_in_observation": False, "ctrl_cost_weight": 0.3}
+    forces = train_config(*ant, "--env-option", "include_cfrc_ext_in_observation=true")
+    assert forces.env.options == {"include_cfrc_ext_in_observation": True}
+    assert train_config("--preset", "mujoco", "--env", "gym:Ant-v5").env.options == {}
 
 
 def test_a_preset_file_round_trips_and_flags_override_it(tmp_path: Path) -> None:
