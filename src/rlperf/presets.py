@@ -307,10 +307,10 @@ def _mujoco_fast(cfg: Config) -> Config:
 
     Where rl_games differs: its actor and critic share one ELU MLP (rlperf's are two Tanh MLPs
     of those widths). Its learning rate adapts to a KL target of 0.008 after every minibatch;
-    Walker2d's and Ant's entries adapt theirs once an iteration (``--lr-kl-target``), the others
-    anneal linearly to 0 over the run (CleanRL's and Tianshou's) and over ``--max-wall-s`` when
-    that ends it first (``--anneal-with-wall``): a budget in seconds ends with the rate at 0 as a
-    budget in steps does."""
+    the entries with an ``lr_kl_target`` (Hopper, Walker2d, Ant, Humanoid) adapt theirs once an
+    iteration (``--lr-kl-target``), the others anneal linearly to 0 over the run (CleanRL's and
+    Tianshou's) and over ``--max-wall-s`` when that ends it first (``--anneal-with-wall``): a
+    budget in seconds ends with the rate at 0 as a budget in steps does."""
     entry = MUJOCO_FAST.get(cfg.env.env) or MUJOCO_FAST[MUJOCO_DEFAULT_ENV]
     cfg.env.env = cfg.env.env if cfg.env.env in MUJOCO_FAST else MUJOCO_DEFAULT_ENV
     cfg.env.num_envs, cfg.env.backend = MUJOCO_FAST_ENVS, "auto"
