@@ -268,12 +268,6 @@ class PPOConfig:
         "schedule, once an iteration: x1.5 when the update's mean KL is below half of it, /1.5 "
         "above twice it, within [1e-6, 1e-2]); 0: off",
     )
-    lr_kl_anneal: bool = _f(
-        False,
-        "with --lr-kl-target: the target falls linearly to 0 over the run (its iterations, or "
-        "with --anneal-with-wall the further of those and its seconds), so the rate cools "
-        "as the run ends",
-    )
     gamma: float = _f(0.99, "discount factor")
     gae_lambda: float = _f(0.95, "GAE lambda")
     clip_coef: float = _f(0.2, "PPO ratio clip")

@@ -210,7 +210,6 @@ class MujocoFastEntry:
     gae_lambda: float = 0.95
     init_log_std: float = 0.0  # the Gaussian's starting log-std (the RL Zoo's log_std_init)
     lr_kl_target: float = 0.0  # rl_games' adaptive rate (kl_threshold) instead of the anneal
-    lr_kl_anneal: bool = False  # that KL target falls to 0 over the run (--lr-kl-anneal)
     # gymnasium keywords for the env (``--env-option``s, which a flag naming the same key
     # overrides), as (key, value) pairs: the entry is frozen
     env_options: tuple[tuple[str, Any], ...] = ()
@@ -324,7 +323,7 @@ def _mujoco_fast(cfg: Config) -> Config:
     ppo.num_steps, ppo.update_epochs = entry.num_steps, entry.update_epochs
     ppo.num_minibatches = max(1, MUJOCO_FAST_ENVS * entry.num_steps // MUJOCO_FAST_MINIBATCH)
     ppo.learning_rate, ppo.anneal_lr, ppo.anneal_with_wall = entry.learning_rate, True, True
-    ppo.lr_kl_target, ppo.lr_kl_anneal = entry.lr_kl_target, entry.lr_kl_anneal
+    ppo.lr_kl_target = entry.lr_kl_target
     ppo.gamma, ppo.gae_lambda, ppo.clip_vloss = entry.gamma, entry.gae_lambda, entry.clip_vloss
     ppo.clip_coef, ppo.ent_coef, ppo.max_grad_norm = 0.2, 0.0, 1.0
     cfg.run.total_steps = entry.total_steps

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rlperf.config import Config
-from rlperf.ppo.optim import FlatAdam, annealed_lr, kl_adapted_lr, kl_target
+from rlperf.ppo.optim import FlatAdam, annealed_lr, kl_adapted_lr
 
 
 def _pair(seed: int) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
@@ -100,28 +100,4 @@ def test_a_negative_kl_target_is_refused() -> None:
     cfg = anneal_config()
     cfg.ppo.lr_kl_target = -0.01
     with pytest.raises(ConfigError, match="--lr-kl-target must be >= 0"):
-        check_config(cfg, world_size=1)
-
-
-def test_the_kl_target_anneals_only_when_asked_and_as_the_rate_would() -> None:
-    """``--lr-kl-anneal`` scales the target by the share of the run ahead, the anneal's own
-    progress (steps, or the further of steps and seconds); without it the target stays."""
-    fixed = anneal_config(with_wall=True, budget_s=10.0)
-    fixed.ppo.lr_kl_target = 0.008
-    assert kl_target(fixed, 9, 10, elapsed_s=9.0) == 0.008
-    cooled = anneal_config(anneal_lr=False, with_wall=True, budget_s=10.0)
-    cooled.ppo.lr_kl_target, cooled.ppo.lr_kl_anneal = 0.008, True
-    assert kl_target(cooled, 1, 10, elapsed_s=0.0) == 0.008
-    assert kl_target(cooled, 6, 10, elapsed_s=1.0) == pytest.approx(0.004)
-    assert kl_target(cooled, 2, 10, elapsed_s=7.5) == pytest.approx(0.002)
-    assert kl_target(cooled, 2, 10, elapsed_s=11.0) == 0.0, "past the budget: 0, not < 0"
-
-
-def test_an_annealed_kl_target_needs_a_target() -> None:
-    from rlperf.config import ConfigError
-    from rlperf.ppo.checks import check_config
-
-    cfg = anneal_config()
-    cfg.ppo.lr_kl_anneal = True
-    with pytest.raises(ConfigError, match="--lr-kl-anneal anneals --lr-kl-target"):
         check_config(cfg, world_size=1)

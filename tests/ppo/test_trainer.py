@@ -430,19 +430,6 @@ def test_the_kl_target_moves_the_rate_by_each_iteration_s_kl_and_resumes_with_it
     assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
 
 
-def test_the_annealed_kl_target_falls_to_0_over_the_iterations(tmp_path: Path) -> None:
-    """``--lr-kl-anneal``: the rate after iteration i of N is rl_games' move from i's approx KL
-    toward a target of ``0.004 * (1 - i / N)``, so the last moves can only cool it."""
-    cfg = small_config(6, ppo__lr_kl_target=0.004, ppo__lr_kl_anneal=True)
-    train(cfg, tmp_path / "run")
-    rows = metrics(tmp_path / "run")
-    rate = cfg.ppo.learning_rate
-    for i, row in enumerate(rows, start=1):
-        assert row["learning_rate"] == rate
-        rate = kl_adapted_lr(rate, row["approx_kl"], 0.004 * (1 - i / len(rows)))
-    assert len({row["learning_rate"] for row in rows}) > 1, "the rate moved"
-
-
 def test_wall_budget_stops_after_the_iteration_it_ran_out_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -73,10 +73,7 @@ def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
     check_policy_fit(cfg.policy.kind, spec)
     if cfg.ppo.lr_kl_target < 0:
         raise ConfigError(f"--lr-kl-target must be >= 0 (0: off), got {cfg.ppo.lr_kl_target}")
-    if cfg.ppo.lr_kl_anneal and not cfg.ppo.lr_kl_target:
-        raise ConfigError("--lr-kl-anneal anneals --lr-kl-target's KL: give it one (> 0)")
-    annealed = cfg.ppo.anneal_lr or cfg.ppo.lr_kl_anneal
-    if world_size > 1 and cfg.ppo.anneal_with_wall and annealed and cfg.run.max_wall_s:
+    if world_size > 1 and cfg.ppo.anneal_with_wall and cfg.ppo.anneal_lr and cfg.run.max_wall_s:
         raise ConfigError(
             "--anneal-with-wall needs one rank: each rank's clock would give its Adam a "
             "learning rate of its own (--no-anneal-with-wall anneals over the steps)"

@@ -164,30 +164,13 @@ def annealed_lr(cfg: Config, iteration: int, num_iterations: int, elapsed_s: flo
     ``--anneal-lr``, CleanRL's linear decay (the full rate at the first, rate/num_iterations at
     the last); with ``--anneal-with-wall`` and ``--max-wall-s``, progress is the further of the
     iterations and the ``elapsed_s`` seconds of the budget, so either budget ends near 0."""
-    if not cfg.ppo.anneal_lr:
-        return cfg.ppo.learning_rate
-    return _left(cfg, iteration, num_iterations, elapsed_s) * cfg.ppo.learning_rate
-
-
-def _left(cfg: Config, iteration: int, num_iterations: int, elapsed_s: float) -> float:
-    """The share of the run still ahead at the start of iteration ``iteration`` (1-based), in
-    [0, 1]: of the iterations, or with ``--anneal-with-wall`` and ``--max-wall-s`` the smaller
-    of that and the share of the budget's seconds not yet spent."""
+    ppo, budget_s = cfg.ppo, cfg.run.max_wall_s
+    if not ppo.anneal_lr:
+        return ppo.learning_rate
     done = (iteration - 1.0) / max(num_iterations, 1)
-    budget_s = cfg.run.max_wall_s
-    if cfg.ppo.anneal_with_wall and budget_s > 0:
+    if ppo.anneal_with_wall and budget_s > 0:
         done = max(done, elapsed_s / budget_s)
-    return max(1.0 - done, 0.0)
-
-
-def kl_target(cfg: Config, iteration: int, num_iterations: int, elapsed_s: float) -> float:
-    """The approx KL the rate adapts to before iteration ``iteration`` (1-based):
-    ``--lr-kl-target``, or with ``--lr-kl-anneal`` that times the share of the run still ahead
-    (:func:`annealed_lr`'s progress), so the policy's steps shrink to none as the budget ends."""
-    target = cfg.ppo.lr_kl_target
-    if not cfg.ppo.lr_kl_anneal:
-        return target
-    return target * _left(cfg, iteration, num_iterations, elapsed_s)
+    return max(1.0 - done, 0.0) * ppo.learning_rate
 
 
 # rl_games' AdaptiveScheduler (rl_games/common/schedulers.py): its bounds and step.

@@ -66,7 +66,7 @@ from rlperf.ppo.cuda_graphs import make_minibatch_step, minibatch_updates
 from rlperf.ppo.device_choice import choose_device
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import finalize_stats, finalize_supervised_stats
-from rlperf.ppo.optim import annealed_lr, kl_adapted_lr, kl_target
+from rlperf.ppo.optim import annealed_lr, kl_adapted_lr
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
@@ -365,9 +365,8 @@ class Trainer:
         """With ``--lr-kl-target``, the next iteration's rate from this one's mean approx KL
         (every rank's: the statistics are averaged over ranks). Before the checkpoint, which
         keeps the rate in Adam's state, so a resume continues with it."""
-        if self.cfg.ppo.lr_kl_target:
-            elapsed_s = time.perf_counter() - self.wall_start_s
-            target = kl_target(self.cfg, self.iteration + 1, self.num_iterations, elapsed_s)
+        target = self.cfg.ppo.lr_kl_target
+        if target:
             impl = self.update_impl
             impl.lr = kl_adapted_lr(impl.lr, stats_row["approx_kl"], target)
 
