@@ -276,6 +276,11 @@ class PPOConfig:
     vf_coef: float = _f(0.5, "value loss coefficient")
     max_grad_norm: float = _f(0.5, "gradient norm clip")
     norm_adv: bool = _f(True, "normalise advantages per minibatch")
+    normalize_value: bool = _f(
+        False,
+        "the critic predicts returns normalised by their running mean and std (rl_games' "
+        "normalize_value; ppo/value_norm.py); needs --norm-adv",
+    )
     adam_eps: float = _f(1e-5, "Adam epsilon")
     bptt_horizon: int = _f(
         0, "recurrent policies: steps per truncated-BPTT segment (0: the whole rollout)"

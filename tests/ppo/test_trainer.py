@@ -86,6 +86,15 @@ def ctrl_c_after(cfg: Config, iteration: int, run_dir: Path) -> None:
         trainer.train(run_dir)
 
 
+def resume_and_compare(resumed_dir: Path, straight_dir: Path, straight: Trainer) -> None:
+    """``rlperf train --resume resumed_dir`` ends with the metrics and parameters of the run in
+    ``straight_dir`` that never stopped (``straight``, its trainer)."""
+    assert main(["train", "--resume", str(resumed_dir)]) == 0
+    assert without_timing(metrics(resumed_dir)) == without_timing(metrics(straight_dir))
+    resumed = load_weights_only(resumed_dir / "checkpoint.pt")
+    assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
+
+
 def test_same_seed_gives_identical_losses_returns_and_parameters(tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):
@@ -153,12 +162,7 @@ def test_ctrl_c_checkpoints_the_iteration_it_lands_in_and_resume_repeats_nothing
     summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["global_step"] == 3 * BATCH
     monkeypatch.undo()
-    assert main(["train", "--resume", str(tmp_path / "resumed")]) == 0
-    assert without_timing(metrics(tmp_path / "resumed")) == without_timing(
-        metrics(tmp_path / "straight")
-    )
-    resumed = load_weights_only(tmp_path / "resumed" / "checkpoint.pt")
-    assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
+    resume_and_compare(tmp_path / "resumed", tmp_path / "straight", straight)
 
 
 def test_a_second_ctrl_c_stops_at_once_keeping_the_last_checkpoint(

@@ -73,6 +73,10 @@ def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
     check_policy_fit(cfg.policy.kind, spec)
     if cfg.ppo.lr_kl_target < 0:
         raise ConfigError(f"--lr-kl-target must be >= 0 (0: off), got {cfg.ppo.lr_kl_target}")
+    if cfg.ppo.normalize_value and not cfg.ppo.norm_adv:
+        # The advantages are divided by the returns' std after GAE (ppo/value_norm.py): only a
+        # per-minibatch normalisation makes that leave the policy loss as it was.
+        raise ConfigError("--normalize-value needs --norm-adv (the advantages are rescaled)")
     if world_size > 1 and cfg.ppo.anneal_with_wall and cfg.ppo.anneal_lr and cfg.run.max_wall_s:
         raise ConfigError(
             "--anneal-with-wall needs one rank: each rank's clock would give its Adam a "

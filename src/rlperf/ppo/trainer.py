@@ -70,6 +70,7 @@ from rlperf.ppo.optim import annealed_lr, kl_adapted_lr
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
+from rlperf.ppo.value_norm import ValueNormalizer
 from rlperf.run.episode_log import EpisodeLog
 from rlperf.run.interrupt import StopRequest
 from rlperf.run.run_dir import CHECKPOINT_NAME
@@ -119,6 +120,8 @@ class Trainer:
         self.normalizer = make_normalizer(cfg, self.spec)
         if self.normalizer is not None:
             obs = self.normalizer.reset(obs)
+        # The critic's targets normalised (--normalize-value), around GAE (ppo/value_norm.py).
+        self.value_norm = ValueNormalizer() if cfg.ppo.normalize_value else None
         self.step_env = make_env_step(self.env, self.prof, self.normalizer)
         # Rows of the batch: environments, or their agents for a multi-agent env.
         self.rows = int(self.env.num_envs)
@@ -247,7 +250,12 @@ class Trainer:
         buf, ppo = self.buffer, self.cfg.ppo
         with torch.inference_mode():
             last_value = self.policy.value(buf.next_obs, self.state, buf.next_done)
-        gae(**buf.gae_inputs(last_value), gamma=ppo.gamma, gae_lambda=ppo.gae_lambda)
+        inputs = buf.gae_inputs(last_value)
+        if self.value_norm is not None:
+            self.value_norm.denormalize(inputs)
+        gae(**inputs, gamma=ppo.gamma, gae_lambda=ppo.gae_lambda)
+        if self.value_norm is not None:
+            self.value_norm.normalize_targets(inputs["values"], inputs["out"])
         buf.bootstrap_values.zero_()
 
     def update(self, supervised: bool = False) -> torch.Tensor:

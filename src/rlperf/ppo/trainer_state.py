@@ -67,6 +67,9 @@ def own_rank_state(trainer: Trainer) -> dict[str, Any]:
         "normalizer": None
         if trainer.normalizer is None
         else to_tensors(trainer.normalizer.state_dict()),
+        "value_norm": None
+        if trainer.value_norm is None
+        else to_tensors(trainer.value_norm.state_dict()),
     }
 
 
@@ -100,6 +103,11 @@ def load_trainer(trainer: Trainer, payload: dict[str, Any]) -> None:
             if saved_norm is None:
                 raise ValueError("the checkpoint has no normalisation statistics")
             trainer.normalizer.load_state_dict(to_numpy(saved_norm))
+        if trainer.value_norm is not None:
+            saved_values = payload.get("value_norm")
+            if saved_values is None:
+                raise ValueError("the checkpoint has no value normalisation statistics")
+            trainer.value_norm.load_state_dict(to_numpy(saved_values))
         trainer.iteration = int(payload["iteration"])
         trainer.global_step = int(payload["global_step"])
         trainer.episodes.load_state_dict(payload)
