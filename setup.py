@@ -37,6 +37,13 @@ EXACT_ARGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-trapping-math", "-fn
 class BuildKernels(build_ext):
     """``build_ext`` that fits the flags to the compiler found (see the module docstring)."""
 
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # One compiler per core: the five kernels one after another were most of a wheel
+        # build's ~18 s on a 2-core box, and asv builds a wheel for every commit it times.
+        if self.parallel is None:
+            self.parallel = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
     def build_extensions(self) -> None:
         if self.compiler.compiler_type == "msvc":
             print("rlperf: MSVC has no GCC vector extensions: building without the C kernels")

@@ -7,6 +7,7 @@ raised its own error in their setup), leaving gaps in every commit's history."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -87,3 +88,19 @@ def test_the_cases_of_a_missing_extra_skip_naming_it(setups: list[dict]) -> None
         assert all(s["outcome"] == "skipped" for s in skipped)
     ran = [s for s in setups if s["outcome"] == "ran"]
     assert len(ran) > len(setups) // 2  # the core cases still run
+
+
+def test_the_learning_cache_s_workers_give_the_runs_one_process_gives() -> None:
+    """``TrackLearning.setup_cache`` deals its runs out to worker processes: each run comes
+    back in its job's place, with the steps (deterministic from the seed) a run in this process
+    takes."""
+    spec = importlib.util.spec_from_file_location(
+        "rlperf_asv_benchmarks", BENCHMARK_DIR / "benchmarks.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    jobs = [("catch_cnn", 2), ("catch_cnn", 1)]
+    runs = module._learn_in_workers(jobs, workers=2)
+    assert [run["steps"] for run in runs] == [module.learning.learn(*job)["steps"] for job in jobs]
+    with pytest.raises(RuntimeError, match="a learning worker exited with 1"):
+        module._learn_in_workers([("no_such_workload", 1)], workers=1)
