@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from rlperf.bench.gate import (
     begin_round,
     exit_code,
     format_verdict,
+    pair_cpu,
     report,
     results_from_json,
     run_rounds,
@@ -189,8 +191,10 @@ def synthetic(shift: float, rounds: int) -> dict:
     horizon its last round (a regression is tested there)."""
     pair = {"base": [{"wall_s": 1.0, "cpu_s": 1.0}],
             "head": [{"wall_s": 1.0 + shift, "cpu_s": 1.0 + shift}]}  # fmt: skip
-    return {"settings": {"min_rounds": 6, "max_rounds": rounds},
-            "cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": [pair] * rounds}]}
+    return {
+        "settings": {"min_rounds": 6, "max_rounds": rounds},
+        "cases": [{"name": "e2e", "calls_per_sample": 1, "rounds": [pair] * rounds}],
+    }
 
 
 @pytest.mark.parametrize(
@@ -318,6 +322,9 @@ def test_a_planted_five_percent_slowdown_is_caught(tiny_repo: TinyRepo) -> None:
     base = tiny_repo.commit("base")
     slow = tiny_repo.commit("5% slower", backward=SLOWER_BY_5_PERCENT)
     (res,) = gate_tiny(tiny_repo, base, slow, FIVE_PERCENT)
+    # The worker's round processes were pinned, pair by pair, to CPUs this process may use.
+    pinned = {s["cpu"] for r in res.rounds for side in ("base", "head") for s in r[side]}
+    assert pinned <= os.sched_getaffinity(0)
     verdict = res.verdicts["cpu"]
     assert verdict.decision == "regression", verdict
     # Near 1.05; the bound only rules out a wrong order of magnitude (a round median of 1.104
@@ -327,6 +334,38 @@ def test_a_planted_five_percent_slowdown_is_caught(tiny_repo: TinyRepo) -> None:
     # sections (a fraction of a millisecond a call) may name either; the 3x case in
     # test_phases.py names the child.
     assert res.moved_phase().name in ("update/backward", "update")
+
+
+def test_the_two_samples_of_a_pair_are_pinned_to_one_cpu_and_the_cpus_take_turns() -> None:
+    """Three pairs a round on two CPUs: 0 1 0, then 1 0 1; over two rounds each side runs
+    three samples on each CPU. Without pinning (not Linux), no ``cpu`` field."""
+    turns = [pair_cpu([0, 1], r, j, 3)["cpu"] for r in range(2) for j in range(3)]
+    assert turns == [0, 1, 0, 1, 0, 1]
+    assert pair_cpu(None, 0, 0, 3) == {} and pair_cpu([], 4, 2, 3) == {}
+    assert [pair_cpu([3], r, j, 2)["cpu"] for r in range(2) for j in range(2)] == [3] * 4
+
+
+def test_the_gate_sends_both_sides_of_a_pair_the_same_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_rounds' measure requests: base and head of each pair name one CPU, every allowed CPU
+    is used, and the samples record it (so a saved run says where each pair ran)."""
+    monkeypatch.setattr("rlperf.bench.gate.pair_cpus", lambda: [2, 5])
+    asked: list[dict] = []
+
+    class Recording(ScriptedWorker):
+        def ask(self, request: dict) -> dict:
+            asked.append(request)
+            return super().ask(request)
+
+    side = Side("base", "base", "", Path("."))
+    (res,) = run_rounds(side, replace(side, label="head"), ["same"], Settings(), lambda _: None,
+                        Recording(set()))  # fmt: skip
+    measured = [r for r in asked if r["op"] == "measure"]
+    pairs = [measured[i : i + 2] for i in range(0, len(measured), 2)]
+    assert pairs and all({a["side"], b["side"]} == {"base", "head"} and a["cpu"] == b["cpu"]
+                         for a, b in pairs)  # fmt: skip
+    assert {a["cpu"] for a, _ in pairs} == {2, 5}
+    for samples in res.rounds:
+        assert [s["cpu"] for s in samples["base"]] == [s["cpu"] for s in samples["head"]]
 
 
 def test_unchanged_code_is_not_called_slower(tiny_repo: TinyRepo) -> None:

@@ -6,8 +6,9 @@ one per side, from itself (one parent, so neither side inherits a layout the oth
 from its side's checkout and sets up the same registry cases. The two round processes then
 take turns, one sample at a
 time, ``pairs_per_round`` times each (A B, B A, A B ...: the order alternates so neither side
-always runs first). Each sample is a fixed number of calls of the case, calibrated once on the
-base so both sides do the same work.
+always runs first), both samples of a pair on one CPU, the CPUs in turn pair after pair. Each
+sample is a fixed number of calls of the case, calibrated once on the base so both sides do the
+same work.
 
 A round yields one value per case: the median over its pairs of ``log(head_s / base_s)``.
 The two samples of a pair run back to back (a fraction of a second apart), so a change in the
@@ -492,17 +493,41 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
+def pair_cpus() -> list[int] | None:
+    """The CPUs this process may run on, in order, where a thread can be pinned to one
+    (Linux); None elsewhere."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    return sorted(os.sched_getaffinity(0))
+
+
+def pair_cpu(cpus: list[int] | None, round_index: int, pair: int, pairs: int) -> dict[str, int]:
+    """The ``cpu`` field of both measure requests of one pair: the CPUs in turn, pair after
+    pair, so that each side runs on each CPU equally often; nothing where none can be pinned.
+
+    Why: on a shared 2-vCPU runner the two CPUs are not equally fast (a neighbour on the host
+    shares one's physical core), and the scheduler kept a round process on one of them for
+    much of a round, so the two sides of a pair could run on different CPUs; two samples of a
+    pair on one CPU see the same CPU."""
+    if not cpus:
+        return {}
+    return {"cpu": cpus[(round_index * pairs + pair) % len(cpus)]}
+
+
 def measure_round(
     worker: Worker, result: CaseResult, round_index: int, settings: Settings
 ) -> Samples:
-    """``pairs_per_round`` back-to-back pairs; the order alternates (A B, B A, ...)."""
+    """``pairs_per_round`` back-to-back pairs; the order alternates (A B, B A, ...); both
+    samples of a pair on one CPU (:func:`pair_cpu`), recorded in the samples as ``cpu``."""
     samples: Samples = {"base": [], "head": []}
     request = {"op": "measure", "case": result.name, "calls": result.calls_per_sample}
+    cpus = pair_cpus()
     for j in range(settings.pairs_per_round):
         order = ("base", "head") if (round_index + j) % 2 == 0 else ("head", "base")
+        pinned = pair_cpu(cpus, round_index, j, settings.pairs_per_round)
         for label in order:
-            answer = worker.ask({**request, "side": label})
-            sample = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"]}
+            answer = worker.ask({**request, **pinned, "side": label})
+            sample = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"], **pinned}
             for counted in COUNTED:
                 if counted in answer:
                     sample[counted] = answer[counted]
@@ -627,4 +652,6 @@ def sample_from_json(entry: dict[str, Any]) -> dict[str, Any]:
         if not all(math.isfinite(t) and t >= 0 for t in sections.values()):
             raise ValueError("a section time that is not a non-negative number")
         sample["sections_s"] = sections
+    if "cpu" in entry:  # the CPU its pair ran on (pair_cpu)
+        sample["cpu"] = int(entry["cpu"])
     return sample

@@ -17,7 +17,7 @@ request:
      "warmup_s": 0.3}          -> {"sides": {"base": {"rlperf": path, "items": {...},
                                                       "skipped": {...}}, "head": {...}}}
     {"op": "calibrate", "side": "base", "case": name, "sample_s": 0.1}  -> {"calls": n}
-    {"op": "measure", "side": "head", "case": name, "calls": n}
+    {"op": "measure", "side": "head", "case": name, "calls": n[, "cpu": k]}
                               -> {"wall_s": w, "cpu_s": c[, "instructions": n]
                                   [, "sections_s": {name: s}]}
     {"op": "end"}                       -> {"ended": true}  (both round processes exit)
@@ -43,6 +43,8 @@ itself, and that is randomized every round.
 
 Any failure is answered ``{"error": "...", "side": label}`` and the worker exits 1. CPU time is
 ``time.process_time()``: the round process's user + system time, all its threads included.
+``cpu``: the round process's thread is pinned to CPU ``k`` before it times the calls (the
+gate sends both samples of a pair the same CPU: ``gate.pair_cpu`` says why).
 ``instructions`` (user-space instructions retired by the round process's thread, from the
 kernel's hardware counter) where the kernel counts them; else the setup reply says why in
 ``"no_instructions"``.
@@ -218,6 +220,8 @@ def serve_round(
                 calls = calibrate_calls(prepared[request["case"]].run, request["sample_s"])
                 send(replies, {"calls": calls})
             elif op == "measure":
+                if "cpu" in request:
+                    os.sched_setaffinity(0, {request["cpu"]})  # this thread, from now on
                 before = clock() if clock is not None else {}
                 counted = counter.read()["instructions"] if counter is not None else 0.0
                 wall_s, cpu_s = time_calls(prepared[request["case"]].run, request["calls"])
