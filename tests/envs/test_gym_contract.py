@@ -509,3 +509,42 @@ def test_worker_info_types_recover_gymnasiums_batch_typing() -> None:
             casts += 1
         assert data_equivalence(got, want, exact=True), (trial, rows)
     assert casts > 50  # the mixed-type batches were exercised
+
+
+# -- 7. a repeated seeded reset ----------------------------------------------------------------
+class CountedResets(gymnasium.Wrapper):
+    """Counts the resets that reach the sub-env."""
+
+    resets = 0
+
+    def reset(self, **kwargs: Any) -> Any:
+        CountedResets.resets += 1
+        return super().reset(**kwargs)
+
+
+def test_repeated_seeded_reset_is_the_same_reset_without_resetting_again() -> None:
+    """make_vec resets with its seed and the trainer resets again with the same one: the second
+    returns what gymnasium's own stack gives for that seed (fresh arrays), and reaches no
+    sub-env; a step, a call, another seed or options in between make it a real reset."""
+    CountedResets.resets = 0
+    env = make_vec("gym:CartPole-v1", 3, seed=SEED, wrappers=[CountedResets])
+    assert CountedResets.resets == 3
+    first = env.reset(seed=SEED)
+    assert CountedResets.resets == 3
+    raw = gymnasium_stack("CartPole-v1", 3, statistics=False)
+    assert data_equivalence(first, raw.reset(seed=SEED), exact=True)
+    again = env.reset(seed=SEED)
+    assert data_equivalence(again, first, exact=True) and not np.shares_memory(again[0], first[0])
+    actions = np.zeros(3, dtype=np.int64)
+    assert data_equivalence(env.step(actions), raw.step(actions), exact=True)
+    for between, seed, options in (
+        (lambda: env.step(actions), SEED, None),  # a step
+        (lambda: env.call("get_wrapper_attr", "spec"), SEED, None),  # anything else
+        (lambda: None, SEED + 1, None),  # another seed
+        (lambda: None, SEED + 1, {"reset_mask": np.array([True, False, True])}),  # options
+    ):
+        between()
+        before = CountedResets.resets
+        env.reset(seed=seed, options=options)
+        assert CountedResets.resets > before
+    env.close()
