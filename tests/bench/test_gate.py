@@ -26,6 +26,7 @@ from rlperf.bench.gate import (
     Worker,
     analyse,
     begin_round,
+    end_round,
     exit_code,
     format_verdict,
     pair_cpu,
@@ -543,3 +544,24 @@ def test_the_round_processes_count_instructions_or_say_why(tiny_repo: TinyRepo) 
             assert worker.setup_answers["base"]["no_instructions"] == why
         finally:
             worker.close()
+
+
+def test_a_preload_marked_optional_is_skipped_where_missing(tiny_repo: TinyRepo) -> None:
+    """``?name``: imported once where installed (the extras' modules), passed over where not;
+    a required module that is missing stops the worker with its ImportError."""
+    tiny_repo.commit("base")
+    worker = Worker(tiny_repo.registry, preload=("json", "?rlperf_no_such_module"))
+    try:
+        worker.sides = {"base": Side("base", "base", "", tiny_repo.root / "src")}
+        begin_round(worker, ["step"], 0.0)
+        assert "step" in worker.setup_answers["base"]["items"]
+        end_round(worker)
+    finally:
+        worker.close()
+    worker = Worker(tiny_repo.registry, preload=("rlperf_no_such_module",))
+    try:
+        worker.sides = {"base": Side("base", "base", "", tiny_repo.root / "src")}
+        with pytest.raises(GateError, match="rlperf_no_such_module"):
+            begin_round(worker, ["step"], 0.0)
+    finally:
+        worker.close()

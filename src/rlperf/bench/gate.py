@@ -61,8 +61,12 @@ from rlperf.bench.stats import (
 
 WORKER = Path(__file__).with_name("worker.py")
 REGISTRY = Path(__file__).with_name("registry")  # the package, loaded by path
-# Third-party modules each worker imports once, before it forks the round processes.
-PRELOADED = ("numpy", "torch", "gymnasium")
+# Third-party modules each worker imports once, before it forks the round processes; those
+# marked "?" where installed (the extras' modules). Imported in each round process instead,
+# the Atari case's (stable_baselines3's wrappers pull in tensorboard and boto) cost ~1 s of
+# CPU a side and round on the slow box, a tenth of a round's setup.
+PRELOADED = ("numpy", "torch", "gymnasium", "?ale_py", "?cv2",
+             "?stable_baselines3.common.atari_wrappers", "?mujoco")  # fmt: skip
 METRICS = ("cpu", "wall")
 # Where the round processes' kernel counts them (``worker.py``): instructions per sample, which
 # other processes on the machine barely move; decided on with ``metric="instructions"``.

@@ -71,7 +71,12 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-WARMUP_CALLS = 3
+# The untimed calls of a case a round process makes after its setup (and at least
+# ``warmup_s`` of CPU): the first call does a case's one-off work (lazy imports, buffers, the
+# optimizer's state); in fresh processes on the slow box the calls after it ran within a few
+# percent of each other (ConvLSTM 0.42, 0.40, 0.42 s; petri 0.25, 0.21, 0.20 s). Three calls,
+# as before 2026-12-03, spent ~2.4 s of CPU a side and round of the default set on it.
+WARMUP_CALLS = 1
 # The gate's own perf_event_open wrapper, loaded by path as the registry is (a base commit's
 # rlperf may have none): each round process counts its samples' instructions where it can.
 COUNTERS = Path(__file__).with_name("counters.py")
@@ -354,7 +359,11 @@ def serve(registry_path: Path, preload: list[str]) -> int:
     """Preload; per ``setup`` fork both sides' round processes, relay until ``end``; exit 0
     when stdin closes, 1 after any error (which is relayed first)."""
     for name in preload:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name.removeprefix("?"))
+        except ImportError:
+            if not name.startswith("?"):  # "?": where installed (a case that needs it skips)
+                raise
     rounds: dict[str, RoundProcess] = {}
     try:
         while line := sys.stdin.readline():
@@ -401,7 +410,11 @@ def serve(registry_path: Path, preload: list[str]) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--registry", type=Path, required=True)
-    parser.add_argument("--preload", default="", help="comma-separated modules to import once")
+    parser.add_argument(
+        "--preload",
+        default="",
+        help="comma-separated modules to import once; ?NAME where installed",
+    )
     args = parser.parse_args()
     return serve(args.registry, [name for name in args.preload.split(",") if name])
 
