@@ -8,6 +8,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -565,3 +566,44 @@ def test_a_preload_marked_optional_is_skipped_where_missing(tiny_repo: TinyRepo)
             begin_round(worker, ["step"], 0.0)
     finally:
         worker.close()
+
+
+def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None:
+    """The rounds left after round 1 at its pace, never more than planned, never fewer than can
+    flag a regression (9 for 7 cases at 95%: a case slower in all 9 clears Holm's alpha / 8);
+    nothing changes without a budget or when the plan already fits."""
+    fits = Settings(max_rounds=11, budget_s=300.0)
+    line = fits.fit_pace(7, spent_s=40.0, round_s=25.0)  # 1 + 260 // 25 = 11: as planned
+    assert line is None and fits.max_rounds == 11
+    slower = Settings(max_rounds=11, budget_s=300.0)
+    line = slower.fit_pace(7, spent_s=40.0, round_s=28.0)  # 1 + 9 = 10
+    assert slower.max_rounds == 10
+    assert line == "gate: round 1 took 28 s: 10 rounds fit the 5.0 min budget (of 11 planned)"
+    slowest = Settings(max_rounds=11, budget_s=300.0)
+    line = slowest.fit_pace(7, spent_s=50.0, round_s=40.0)  # 1 + 6 = 7, too few
+    assert slowest.max_rounds == 9
+    assert line is not None and "holds 7 rounds" in line and "running the 9 that can" in line
+    assert "~6.2 min" in line  # 50 s + 8 more rounds of 40 s
+    unbudgeted = Settings(max_rounds=11, budget_s=0.0)
+    assert unbudgeted.fit_pace(7, 290.0, 100.0) is None and unbudgeted.max_rounds == 11
+
+
+def test_a_gate_slower_than_its_budget_runs_the_rounds_that_can_flag(tiny_repo: TinyRepo) -> None:
+    """The real rounds: a 1 s budget that round 1 already spends leaves the fewest rounds a
+    regression of one case needs, and the run stops there."""
+    base = tiny_repo.commit("base")
+    settings = replace(FIVE_PERCENT, budget_s=1.0, max_rounds=30)
+    lines: list[str] = []
+    tiny_git(tiny_repo.root, "checkout", "-q", base)
+    head = Side("head", "working tree", "", tiny_repo.root / "src")
+    with checked_out(base, tiny_repo.root) as tree:
+        worker = Worker(tiny_repo.registry, preload=())
+        try:
+            base_side = Side("base", "base", base, tree / "src")
+            started = time.perf_counter() - 5.0  # the budget already spent
+            (res,) = run_rounds(base_side, head, ["step"], settings, lines.append, worker, started)
+        finally:
+            worker.close()
+    need = settings.max_rounds
+    assert need < 30 and any("running the" in line for line in lines)
+    assert len(res.rounds) <= need

@@ -381,7 +381,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         problem = out_file_problem("--json", args.json)
         if problem:
             raise GateError(problem)
-        code, text, payload = learning_gate_run(args) if args.learning else sps_gate_run(args)
+        if args.learning:
+            code, text, payload = learning_gate_run(args)
+        else:
+            code, text, payload = sps_gate_run(args, started)
     except (GateError, GitError, UnknownCaseError, UnknownWorkloadError) as e:
         return error(str(e))
     except KeyboardInterrupt:
@@ -394,13 +397,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return code
 
 
-def sps_gate_run(args: argparse.Namespace) -> tuple[int, str, dict[str, Any]]:
-    """The SPS gate: (exit status, report and verdict line, ``--json`` fields)."""
+def sps_gate_run(
+    args: argparse.Namespace, started: float | None = None
+) -> tuple[int, str, dict[str, Any]]:
+    """The SPS gate: (exit status, report and verdict line, ``--json`` fields); ``started``:
+    ``time.perf_counter()`` at the command's start, what its time budget counts from."""
     settings, names = gate_plan(args)
     if names is None:
         results, sides, settings = load_results(args.from_json, settings)
     else:
-        results, sides = measure(args.base, args.head, names, settings)
+        results, sides = measure(args.base, args.head, names, settings, started)
     code = exit_code(results, settings.metric)
     text = f"{report(results, settings)}\n{verdict_line(results, settings, code)}"
     cases = [r.to_dict() for r in results if not isinstance(r, PooledResult)]
@@ -506,15 +512,18 @@ def trees(base_ref: str, head_ref: str | None) -> Iterator[tuple[Side, Side]]:
 
 
 def measure(
-    base_ref: str, head_ref: str | None, names: list[str], settings: Settings
-) -> tuple[list[CaseResult], dict[str, Any]]:
-    """Check the base (and a head ref) out in worktrees and run the rounds."""
+    base_ref: str, head_ref: str | None, names: list[str], settings: Settings,
+    started: float | None = None,
+) -> tuple[list[CaseResult], dict[str, Any]]:  # fmt: skip
+    """Check the base (and a head ref) out in worktrees and run the rounds (``started``: as
+    :func:`rlperf.bench.gate.run_rounds` takes it)."""
     with trees(base_ref, head_ref) as (base, head):
         print(
             f"gate: base {base.describe()} vs head {head.describe()}: {', '.join(names)}",
             file=sys.stderr,
         )
-        results = run_rounds(base, head, names, settings, lambda m: print(m, file=sys.stderr))
+        results = run_rounds(base, head, names, settings, lambda m: print(m, file=sys.stderr),
+                             started=started)  # fmt: skip
     sides = {s.label: {"ref": s.ref, "sha": s.sha} for s in (base, head)}
     return results, sides
 

@@ -151,6 +151,39 @@ class Settings:
             )
         self.max_rounds = plan.fit_rounds
 
+    def fit_pace(self, num_cases: int, spent_s: float, round_s: float) -> str | None:
+        """After the first round: lower ``max_rounds`` to the rounds the budget holds at the
+        pace this machine has now (``spent_s`` wall seconds since the gate started, the first
+        round ``round_s`` of them), never below the fewest that can flag a regression among
+        ``num_cases`` cases; the line to log when it changed (None otherwise).
+
+        Why: the plan (:meth:`fit_budget`) reads costs measured on one box and scales them by
+        fixed factors, and a box's speed drifts 2x from day to day; the first round measures the
+        pace itself. Its wall time cannot depend on the verdict (the regression test is taken
+        once, at the horizon), so setting the horizon from it keeps the false-alarm rate."""
+        if not self.budget_s or round_s <= 0:
+            return None
+        fit = 1 + math.floor(max(0.0, self.budget_s - spent_s) / round_s)
+        tests = family_size(num_cases)
+        need = next(
+            h
+            for h in range(max(self.min_rounds, 1), 10_000)
+            if fewest_rounds_to_flag(tests, self.confidence, self.min_rounds, h)
+        )
+        rounds = min(self.max_rounds, max(fit, need))
+        if rounds >= self.max_rounds:
+            return None
+        planned, self.max_rounds = self.max_rounds, rounds
+        pace = f"gate: round 1 took {duration(round_s)}"
+        if fit >= need:
+            budget_s = duration(self.budget_s)
+            return f"{pace}: {rounds} rounds fit the {budget_s} budget (of {planned} planned)"
+        return (
+            f"{pace}: the {duration(self.budget_s)} budget holds {fit} rounds at this pace, too "
+            f"few to flag a regression among {num_cases} case(s); running the {need} that can "
+            f"(~{duration(spent_s + (need - 1) * round_s)})"
+        )
+
     def check_family(self, num_cases: int) -> None:
         """GateError when ``max_rounds`` could not flag a regression among ``num_cases`` cases
         (Holm asks the most significant of their tests, one a case and the pooled cases', for
@@ -379,6 +412,7 @@ def run_rounds(
     settings: Settings,
     log: Callable[[str], None],
     worker: Worker | None = None,
+    started: float | None = None,
 ) -> list[CaseResult]:
     """Alternate base and head in fresh processes, round after round, until all are decided.
 
@@ -391,18 +425,23 @@ def run_rounds(
     Args:
         worker: a :class:`Worker` to reuse (pointed at ``base`` and ``head`` here, left open
             for the caller); default: a new one, closed at the end.
+        started: ``time.perf_counter()`` when the gate started (its worktrees, its imports),
+            what the budget counts from (:meth:`Settings.fit_pace`); default: now.
     """
     results: dict[str, CaseResult] = {}
     asked = settings.max_rounds
     settings.fit_budget(cases)
     log(plan_line(cases, settings, asked))
-    started, pooled = time.monotonic(), None
+    started = time.perf_counter() if started is None else started
+    pooled = None
     owned = worker is None
     if worker is None:
         worker = Worker()
     worker.sides = {"base": base, "head": head}
     try:
-        for r in range(settings.max_rounds):
+        r = 0
+        while r < settings.max_rounds:
+            round_started = time.perf_counter()
             begin_round(worker, cases, settings.warmup_s)
             if r == 0:
                 for side, answer in worker.setup_answers.items():
@@ -425,6 +464,11 @@ def run_rounds(
             for case in cases:
                 results[case].rounds.append(measure_round(worker, results[case], r, settings))
             end_round(worker)
+            if r == 0:
+                now = time.perf_counter()
+                line = settings.fit_pace(len(cases), now - started, now - round_started)
+                if line is not None:
+                    log(line)
             pooled = analyse(list(results.values()), settings)
             decided = [*results.values(), *([pooled] if pooled is not None else [])]
             done = r + 1 >= settings.min_rounds and all(
@@ -432,11 +476,12 @@ def run_rounds(
             )
             # One short line a round; each case's ratio and interval are in the report and
             # the --json file.
-            elapsed = time.monotonic() - started
+            elapsed = time.perf_counter() - started
             left = 0.0 if done else (settings.max_rounds - r - 1) * elapsed / (r + 1)
             log(round_line(r + 1, settings.max_rounds, decided, settings.metric, elapsed, left))
             if done:
                 break
+            r += 1
     finally:
         if owned:
             worker.close()
