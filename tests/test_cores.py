@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rlperf.config import ConfigError, EnvConfig
-from rlperf.cores import usable_cores
+from rlperf.cores import pinnable_cores, usable_cores
 from rlperf.distributed import launch
 
 
@@ -39,3 +39,12 @@ def test_without_an_affinity_call_the_machine_counts(monkeypatch: pytest.MonkeyP
     assert usable_cores() == 1
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert usable_cores() == 6
+
+
+def test_the_pinnable_cores_are_the_affinity_set_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sorted, as the gate's pairs and --pin-workers take them in turn; none without the call."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5, 1, 3}, raising=False)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: None, raising=False)
+    assert pinnable_cores() == [1, 3, 5]
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
+    assert pinnable_cores() == []

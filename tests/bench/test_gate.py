@@ -350,7 +350,7 @@ def test_the_two_samples_of_a_pair_are_pinned_to_one_cpu_and_the_cpus_take_turns
 def test_the_gate_sends_both_sides_of_a_pair_the_same_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """run_rounds' measure requests: base and head of each pair name one CPU, every allowed CPU
     is used, and the samples record it (so a saved run says where each pair ran)."""
-    monkeypatch.setattr("rlperf.bench.gate.pair_cpus", lambda: [2, 5])
+    monkeypatch.setattr("rlperf.bench.gate.pinnable_cores", lambda: [2, 5])
     asked: list[dict] = []
 
     class Recording(ScriptedWorker):

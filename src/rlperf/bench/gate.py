@@ -58,6 +58,7 @@ from rlperf.bench.stats import (
     min_rounds,
     pooled_log_ratios,
 )
+from rlperf.cores import pinnable_cores
 
 WORKER = Path(__file__).with_name("worker.py")
 REGISTRY = Path(__file__).with_name("registry")  # the package, loaded by path
@@ -433,7 +434,7 @@ def run_rounds(
     settings.fit_budget(cases)
     log(plan_line(cases, settings, asked))
     started = time.perf_counter() if started is None else started
-    pooled = None
+    pooled, cpus = None, pinnable_cores()
     owned = worker is None
     if worker is None:
         worker = Worker()
@@ -462,7 +463,8 @@ def run_rounds(
                     items, unit = worker.setup_answers["base"]["items"][case]
                     results[case] = CaseResult(case, calls, items, unit)
             for case in cases:
-                results[case].rounds.append(measure_round(worker, results[case], r, settings))
+                results[case].rounds.append(measure_round(worker, results[case], r, settings,
+                                                          cpus))  # fmt: skip
             end_round(worker)
             if r == 0:
                 now = time.perf_counter()
@@ -542,35 +544,28 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-def pair_cpus() -> list[int] | None:
-    """The CPUs this process may run on, in order, where a thread can be pinned to one
-    (Linux); None elsewhere."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    return sorted(os.sched_getaffinity(0))
-
-
 def pair_cpu(cpus: list[int] | None, round_index: int, pair: int, pairs: int) -> dict[str, int]:
-    """The ``cpu`` field of both measure requests of one pair: the CPUs in turn, pair after
-    pair, so that each side runs on each CPU equally often; nothing where none can be pinned.
+    """The ``cpu`` field of both measure requests of one pair: ``cpus``
+    (:func:`rlperf.cores.pinnable_cores`) in turn, pair after pair, so that each side runs on
+    each CPU equally often; nothing where none can be pinned.
 
     Why: on a shared 2-vCPU runner the two CPUs are not equally fast (a neighbour on the host
     shares one's physical core), and the scheduler kept a round process on one of them for
-    much of a round, so the two sides of a pair could run on different CPUs; two samples of a
-    pair on one CPU see the same CPU."""
+    much of a round, so the two sides of a pair could run on different CPUs and their ratio
+    measured the CPUs as much as the code (a case's round sd 0.053 busy, 0.025 pinned)."""
     if not cpus:
         return {}
     return {"cpu": cpus[(round_index * pairs + pair) % len(cpus)]}
 
 
 def measure_round(
-    worker: Worker, result: CaseResult, round_index: int, settings: Settings
+    worker: Worker, result: CaseResult, round_index: int, settings: Settings, cpus: list[int]
 ) -> Samples:
     """``pairs_per_round`` back-to-back pairs; the order alternates (A B, B A, ...); both
-    samples of a pair on one CPU (:func:`pair_cpu`), recorded in the samples as ``cpu``."""
+    samples of a pair on one of ``cpus`` (:func:`pair_cpu`), recorded in the samples as
+    ``cpu``."""
     samples: Samples = {"base": [], "head": []}
     request = {"op": "measure", "case": result.name, "calls": result.calls_per_sample}
-    cpus = pair_cpus()
     for j in range(settings.pairs_per_round):
         order = ("base", "head") if (round_index + j) % 2 == 0 else ("head", "base")
         pinned = pair_cpu(cpus, round_index, j, settings.pairs_per_round)

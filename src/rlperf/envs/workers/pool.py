@@ -43,7 +43,6 @@ behind gymnasium's vector API.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 import weakref
 from multiprocessing.connection import wait
@@ -54,6 +53,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlperf.cores import pinnable_cores
 from rlperf.envs.contract import final_obs_rows
 from rlperf.envs.registry import GYM_PREFIX, check_env_name, factory_of
 from rlperf.envs.spec import ACTION_MASK_KEY
@@ -193,8 +193,7 @@ class MultiprocessVecEnv(WorkerRoundTrips, VectorEnv):
         self._batches: dict[tuple[int, ...], RowBatch] = {}  # consecutive workers' (_batch)
         self._row_arrays = layout.row_arrays
         self._spin_s = spin_us * 1e-6
-        can_pin = pin_cores and hasattr(os, "sched_getaffinity")
-        self._cores = sorted(os.sched_getaffinity(0)) if can_pin else []
+        self._cores = pinnable_cores() if pin_cores else []
 
         # One slot per worker; an inline worker 0 has None for its process and pipes.
         self._processes: list[Any] = []
