@@ -9,6 +9,7 @@ import random
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -306,7 +307,10 @@ def test_missing_json_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 # -- a 5% slowdown on a tiny repository (tests/bench/tiny_repo.py) -----------------------
-def gate_tiny(repo: TinyRepo, base_sha: str, head_sha: str, settings: Settings) -> list:
+def gate_tiny(
+    repo: TinyRepo, base_sha: str, head_sha: str, settings: Settings,
+    log: Callable[[str], None] = lambda _: None, started: float | None = None,
+) -> list:  # fmt: skip
     """The gate's rounds, head checked out as the tiny repository's working tree."""
     tiny_git(repo.root, "checkout", "-q", head_sha)
     head = Side("head", "working tree", "", repo.root / "src")
@@ -314,7 +318,7 @@ def gate_tiny(repo: TinyRepo, base_sha: str, head_sha: str, settings: Settings) 
         base = Side("base", "base", base_sha, tree / "src")
         worker = Worker(repo.registry, preload=())
         try:
-            return run_rounds(base, head, ["step"], settings, lambda _: None, worker)
+            return run_rounds(base, head, ["step"], settings, log, worker, started)
         finally:
             worker.close()
 
@@ -594,16 +598,8 @@ def test_a_gate_slower_than_its_budget_runs_the_rounds_that_can_flag(tiny_repo: 
     base = tiny_repo.commit("base")
     settings = replace(FIVE_PERCENT, budget_s=1.0, max_rounds=30)
     lines: list[str] = []
-    tiny_git(tiny_repo.root, "checkout", "-q", base)
-    head = Side("head", "working tree", "", tiny_repo.root / "src")
-    with checked_out(base, tiny_repo.root) as tree:
-        worker = Worker(tiny_repo.registry, preload=())
-        try:
-            base_side = Side("base", "base", base, tree / "src")
-            started = time.perf_counter() - 5.0  # the budget already spent
-            (res,) = run_rounds(base_side, head, ["step"], settings, lines.append, worker, started)
-        finally:
-            worker.close()
+    started = time.perf_counter() - 5.0  # the budget already spent
+    (res,) = gate_tiny(tiny_repo, base, base, settings, lines.append, started)
     need = settings.max_rounds
     assert need < 30 and any("running the" in line for line in lines)
     assert len(res.rounds) <= need
