@@ -286,12 +286,10 @@ def power_table(seed: int = 0, trials: int = 200) -> str:
     lines += [
         "Exact family-wise false-alarm rate (all cases unchanged, run to the horizon):",
         "",
-        "| cases | " + " | ".join(f"horizon {h}" for h in horizons) + " |",
+        "| any number of cases (max-T) | " + " | ".join(f"horizon {h}" for h in horizons) + " |",
         "|---|" + "---|" * len(horizons),
+        "| | " + " | ".join(f"{family_false_alarm_rate(0.95, 6, h):.2%}" for h in horizons) + " |",
     ]
-    for n in sorted({1, 2, 4, 6, 8, cases}):
-        rates = [family_false_alarm_rate(n, 0.95, 6, h) for h in horizons]
-        lines.append(f"| {n} | " + " | ".join(f"{r:.2%}" for r in rates) + " |")
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ def test_the_gates_default_set_fits_the_rounds_a_regression_needs() -> None:
     settings = Settings()
     plan = settings.plan(cases)
     assert plan is not None
-    need = fewest_rounds_to_flag(len(cases), settings.confidence, settings.min_rounds,
+    need = fewest_rounds_to_flag(settings.confidence, settings.min_rounds,
                                  min(plan.fit_rounds, settings.max_rounds))  # fmt: skip
     assert need is not None and plan.fit_rounds >= need, (plan, need)
     capped = replace(settings)

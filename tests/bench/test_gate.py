@@ -38,7 +38,6 @@ from rlperf.bench.gate import (
 )
 from rlperf.bench.stats import (
     decide_family,
-    family_size,
     fewest_rounds_to_flag,
     pooled_log_ratios,
 )
@@ -411,8 +410,8 @@ class ScriptedWorker:
 @pytest.mark.parametrize("num_cases", [1, 5])
 def test_the_gates_rounds_decide_the_cases_as_one_family(num_cases: int) -> None:
     """run_rounds, as ``rlperf gate`` runs it: a case slower in every round is flagged at the
-    horizon (25 rounds by default), where its test is taken with Holm's alpha over the cases
-    and their pooled rounds; every case runs every round (so that they pool), the unchanged
+    horizon (25 rounds by default), where its test is taken with max-T over the cases and
+    their pooled rounds; every case runs every round (so that they pool), the unchanged
     ones ok; the pooled rounds, made of unchanged cases but for one, are not slower."""
     cases = ["slow"] + [f"same{i}" for i in range(num_cases - 1)]
     side = Side("base", "base", "", Path("."))
@@ -420,8 +419,8 @@ def test_the_gates_rounds_decide_the_cases_as_one_family(num_cases: int) -> None
     results = run_rounds(side, replace(side, label="head"), cases, settings, lambda _: None,
                          ScriptedWorker({"slow"}))  # fmt: skip
     verdicts = {r.name: r.verdicts["cpu"] for r in results}
-    flagged_at = fewest_rounds_to_flag(family_size(num_cases), settings.confidence,
-                                       settings.min_rounds, settings.max_rounds)  # fmt: skip
+    flagged_at = fewest_rounds_to_flag(settings.confidence, settings.min_rounds,
+                                       settings.max_rounds)  # fmt: skip
     assert flagged_at == settings.max_rounds
     assert verdicts["slow"].decision == "regression" and verdicts["slow"].rounds == flagged_at
     for name in cases[1:]:
@@ -447,7 +446,7 @@ def test_unchanged_cases_stop_together_once_each_and_their_pooled_rounds_are_ok(
 
 def test_a_slowdown_shared_by_every_case_is_flagged_in_their_pooled_rounds() -> None:
     """Each case 1.5% slower under noise of 2% a round (sd of the log-ratio) over 10 rounds:
-    alone, a case's sign-flip p rarely clears Holm's alpha / 8; the pooled rounds of 7 cases
+    alone, a case is rarely slower in enough rounds to be shown so; the pooled rounds of 7 cases
     (noise / sqrt 7) do, and their median is above the 1% threshold."""
     rng = random.Random(5)
     family = {f"c{i}": [math.log(1.015) + rng.gauss(0.0, 0.02) for _ in range(10)]
@@ -574,7 +573,7 @@ def test_a_preload_marked_optional_is_skipped_where_missing(tiny_repo: TinyRepo)
 
 def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None:
     """The rounds left after round 1 at its pace, never more than planned, never fewer than can
-    flag a regression (9 for 7 cases at 95%: a case slower in all 9 clears Holm's alpha / 8);
+    flag a regression (6 at 95%: a case slower in all 6 clears 2^-6 <= 2.5%, max-T);
     nothing changes without a budget or when the plan already fits."""
     fits = Settings(max_rounds=11, budget_s=300.0)
     line = fits.fit_pace(7, spent_s=40.0, round_s=25.0)  # 1 + 260 // 25 = 11: as planned
@@ -584,10 +583,10 @@ def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None
     assert slower.max_rounds == 10
     assert line == "gate: round 1 took 28 s: 10 rounds fit the 5.0 min budget (of 11 planned)"
     slowest = Settings(max_rounds=11, budget_s=300.0)
-    line = slowest.fit_pace(7, spent_s=50.0, round_s=40.0)  # 1 + 6 = 7, too few
-    assert slowest.max_rounds == 9
-    assert line is not None and "holds 7 rounds" in line and "running the 9 that can" in line
-    assert "~6.2 min" in line  # 50 s + 8 more rounds of 40 s
+    line = slowest.fit_pace(7, spent_s=50.0, round_s=60.0)  # 1 + 4 = 5, too few
+    assert slowest.max_rounds == 6
+    assert line is not None and "holds 5 rounds" in line and "running the 6 that can" in line
+    assert "~5.8 min" in line  # 50 s + 5 more rounds of 60 s
     unbudgeted = Settings(max_rounds=11, budget_s=0.0)
     assert unbudgeted.fit_pace(7, 290.0, 100.0) is None and unbudgeted.max_rounds == 11
 

@@ -162,7 +162,7 @@ def test_the_verdict_names_the_phase_of_every_regressed_case(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """Several e2e cases, as in the default set: each regressed case is named with its own
-    phase, decided as one family (Holm), and the unchanged case is not named."""
+    phase, decided as one family (max-T), and the unchanged case is not named."""
     same = [{"base": [sample(1.0, BASE)] * 3, "head": [sample(1.0, BASE)] * 3}] * 12
     slow_rollout = {**BASE, "rollout": BASE["rollout"] * 1.2}
     data = {"settings": {"min_rounds": 6, "max_rounds": 12}, "cases": [
@@ -174,7 +174,7 @@ def test_the_verdict_names_the_phase_of_every_regressed_case(
     path.write_text(json.dumps(data))
     assert main(["gate", "--from-json", str(path), "--threshold", "0.05"]) == 1
     out = capsys.readouterr().out
-    assert "over 3 cases and their pooled rounds (Holm)" in out
+    assert "over 3 cases and their pooled rounds (max-T)" in out
     verdict = out.strip().splitlines()[-1]
     assert verdict == (
         "gate: REGRESSION beyond 5% in e2e_a (update/backward 1.31x slower (30% of the time)), "

@@ -3,7 +3,7 @@
 The commits are BAD's first-parent line after GOOD (the history a main branch records, one
 merge at a time). A commit is *slower* when the gate, comparing it with GOOD, calls a case a
 regression: every step is a full gate decision (interleaved rounds in fresh processes, the
-sign-flip test at the horizon with Holm over the cases, :mod:`rlperf.bench.stats`), never one
+sign-flip test at the horizon with max-T over the cases, :mod:`rlperf.bench.stats`), never one
 timing.
 Always comparing with GOOD, not with the last commit found fast, makes "slower than GOOD beyond
 the threshold" one property that holds from some commit on, which is what a binary search

@@ -52,7 +52,6 @@ from rlperf.bench.stats import (
     Verdict,
     decide_family,
     false_alarm_level,
-    family_size,
     fewest_rounds_to_flag,
     median,
     min_rounds,
@@ -95,7 +94,7 @@ class Settings:
     # The most rounds asked for; the time budget may allow fewer (budget_s, below).
     max_rounds: int = 25
     # 3 pairs of 0.1 s and 0.1 s of warm-up: the default set's 7 cases fit 10 rounds in the
-    # budget (rlperf.bench.budget), where Holm over 7 cases needs 9 to flag one; 6 pairs and
+    # budget (rlperf.bench.budget), where 6 can flag one (max-T: 2^-6 <= 2.5%); 6 pairs and
     # 0.2 s, the earlier defaults, fitted 6.
     pairs_per_round: int = 3  # samples per side per round, interleaved
     sample_s: float = 0.1  # target CPU seconds of one sample (calls calibrated to reach it)
@@ -142,7 +141,7 @@ class Settings:
         plan = self.plan(cases)
         if plan is None or plan.fit_rounds >= self.max_rounds:
             return
-        need = fewest_rounds_to_flag(family_size(len(cases)), self.confidence, self.min_rounds,
+        need = fewest_rounds_to_flag(self.confidence, self.min_rounds,
                                      max(plan.fit_rounds, self.min_rounds))  # fmt: skip
         if plan.fit_rounds < self.min_rounds or need is None:
             raise GateError(
@@ -165,11 +164,10 @@ class Settings:
         if not self.budget_s or round_s <= 0:
             return None
         fit = 1 + math.floor(max(0.0, self.budget_s - spent_s) / round_s)
-        tests = family_size(num_cases)
         need = next(
             h
             for h in range(max(self.min_rounds, 1), 10_000)
-            if fewest_rounds_to_flag(tests, self.confidence, self.min_rounds, h)
+            if fewest_rounds_to_flag(self.confidence, self.min_rounds, h)
         )
         rounds = min(self.max_rounds, max(fit, need))
         if rounds >= self.max_rounds:
@@ -187,10 +185,9 @@ class Settings:
 
     def check_family(self, num_cases: int) -> None:
         """GateError when ``max_rounds`` could not flag a regression among ``num_cases`` cases
-        (Holm asks the most significant of their tests, one a case and the pooled cases', for
-        p <= alpha / tests)."""
-        tests = family_size(num_cases)
-        if fewest_rounds_to_flag(tests, self.confidence, self.min_rounds, self.max_rounds):
+        (the smallest p-value over n rounds is 2^-n, for any number of cases: max-T,
+        :func:`rlperf.bench.stats.maxt_adjusted_pvalues`)."""
+        if fewest_rounds_to_flag(self.confidence, self.min_rounds, self.max_rounds):
             return
         raise GateError(
             f"max_rounds {self.max_rounds} is too few to flag a regression among {num_cases} "
@@ -620,7 +617,7 @@ def report(results: list[CaseResult], settings: Settings) -> str:
     clock = settings.metric if settings.metric in METRICS else "cpu"  # for the rates
     cases = sum(not isinstance(r, PooledResult) for r in results)
     pooled = " and their pooled rounds" if len(results) > cases else ""
-    family = f" over {cases} cases{pooled} (Holm)" if cases > 1 else ""
+    family = f" over {cases} cases{pooled} (max-T)" if cases > 1 else ""
     what = "instructions" if settings.metric in COUNTED else f"{settings.metric} time"
     lines = [
         f"head/base time ratio (>1: head slower); threshold {1 + settings.threshold:.2f}, "

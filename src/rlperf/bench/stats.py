@@ -1,10 +1,11 @@
 """The gate's statistics: an interval on the median head/base log-ratio, and an exact
-sign-flip test at the horizon whose false-alarm rate holds for a whole family of cases (Holm).
+sign-flip test at the horizon whose false-alarm rate holds for a whole family of cases (max-T).
 
 Each round of the gate yields one paired sample ``d = log(head_s / base_s)`` per case, measured
 in fresh processes, interleaved in time, so slow drifts of the machine's load cancel within the
 pair. Rounds are independent. Nothing is assumed about the noise's shape: under an unchanged
-head the two sides of a round are exchangeable, so each ``d`` is symmetric about 0.
+head the two sides of a round are exchangeable, so each round's ``d`` (all its cases at once)
+is symmetric about 0.
 
 Two questions per case, with ``limit = 1 + threshold``:
 
@@ -19,15 +20,17 @@ Two questions per case, with ``limit = 1 + threshold``:
   median (order statistics of a Binomial(n, 1/2), :func:`median_ci`), asked after every round
   from ``first_look`` on: a case whose whole interval is below the limit stops there.
 
-With several cases, the per-case p-values are adjusted by Holm's step-down procedure
-(:func:`holm_adjust`), so the probability that a gate run calls *any* unchanged case a
-regression is at most ``alpha = (1 - confidence) / 2`` (2.5% at the default 95%), for the whole
-run. The sequential sign test that decided before 2026-11-29 could stop early on a regression,
-and paid for its looks: among 7 cases it needed every one of 9 rounds slower, and a 2% slowdown
-with round noise of 0.01-0.02 left a round or two below 0 (docs/gate.md, "2% on a busy runner").
+With several cases (and their pooled rounds), the tests are adjusted together by the step-down
+max-T procedure over the same sign flips of whole rounds (:func:`maxt_adjusted_pvalues`), so the
+probability that a gate run calls *any* unchanged case a regression is at most
+``alpha = (1 - confidence) / 2`` (2.5% at the default), for the whole run. Holm's procedure,
+which adjusted them until 2026-12-03, asked the smallest p-value for alpha / tests: among 7
+cases and the pooled test at 9 rounds only a test slower in all 9 passed (2^-9 <= 0.025 / 8),
+and a 2% slowdown beside busy processes left one round below 0 in half the runs (docs/gate.md,
+"2% on a busy runner").
 
 The decision has three outcomes per case:
-- ``regression``: the Holm-adjusted p-value is <= alpha (the head is slower, and the
+- ``regression``: the max-T adjusted p-value is <= alpha (the head is slower, and the
   family-wise chance that this is noise is controlled) *and* the median ratio is above the limit
   (the slowdown is large enough to matter);
 - ``ok``: the whole interval lies below the limit (any slowdown is smaller than the threshold);
@@ -48,6 +51,7 @@ which a loaded 2-core machine did not reach in 20 rounds (docs/benchmarks.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -178,12 +182,6 @@ def pooled_log_ratios(log_ratios: dict[str, list[float]]) -> tuple[list[float], 
     return pooled, weights
 
 
-def family_size(num_cases: int) -> int:
-    """The tests a gate run of ``num_cases`` cases makes: one a case, and the pooled cases'
-    (:func:`pooled_log_ratios`) where there are two or more."""
-    return num_cases + (num_cases > 1)
-
-
 def holm_adjust(p_values: list[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the input order.
 
@@ -200,34 +198,103 @@ def holm_adjust(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def fewest_rounds_to_flag(
-    num_cases: int, confidence: float, first_look: int, horizon: int
-) -> int | None:
+# -- the family: max-T over sign flips of whole rounds ----------------------------------
+# Every pattern up to 16 rounds (65,536 of them); beyond, this many seeded random patterns
+# (and the observed one), which keeps the p-value valid and the verdict reproducible.
+MAXT_EXACT_ROUNDS = 16
+MAXT_DRAWS = 2**16
+
+
+@functools.lru_cache(maxsize=64)
+def flip_patterns(n: int) -> np.ndarray:
+    """Sign patterns over ``n`` rounds, one a row, the observed one (all +1) first: all 2^n
+    up to :data:`MAXT_EXACT_ROUNDS` rounds, else that and :data:`MAXT_DRAWS` seeded draws.
+    Read-only and cached: a gate run asks for the same ``n`` for every metric."""
+    if n <= MAXT_EXACT_ROUNDS:
+        codes = np.arange(2**n, dtype=np.int64)
+        patterns = 1.0 - 2.0 * ((codes[:, None] >> np.arange(n)) & 1)
+    else:
+        draws = np.random.default_rng(0).choice([1.0, -1.0], size=(MAXT_DRAWS, n))
+        patterns = np.vstack((np.ones((1, n)), draws))
+    patterns.flags.writeable = False
+    return patterns
+
+
+def maxt_adjusted_pvalues(series: list[list[float]]) -> list[float]:
+    """Family-wise adjusted one-sided p-values of "not slower" for tests whose rounds line up
+    (the r-th value of every series from the same round): Westfall and Young's step-down
+    max-T, with the signs of whole rounds flipped (every series at once).
+
+    Each test's statistic is ``T = sum(d) / sqrt(sum(d^2))``: for one test it orders the sign
+    patterns as the sum does (its sum of squares does not change under flips), so one series
+    gets exactly :func:`sign_flip_pvalue`; across tests it puts a noisy case and a quiet one on
+    one scale. The adjusted p-value of the test with the k-th largest observed T is the share
+    of patterns whose largest T among the tests ranked k and below reaches it (and never less
+    than the one ranked above). Swapping a round's base and head flips that round in every
+    series at once, so under "nothing changed" every pattern is as likely as the observed one:
+    the chance of any false alarm is at most alpha, exactly, for any noise shape and any
+    dependence between the cases; a case that did change only raises the maxima the others
+    are compared with. Holm's procedure needs the smallest p-value below alpha / tests, and an
+    exact test over n rounds cannot go below 2^-n: among 8 tests at 9 rounds only the
+    all-slower pattern passed. Max-T compares with the family's own flips, so one round
+    barely below 0 no longer hides a slowdown.
+
+    Args:
+        series: one list of log-ratios a test, all of the same length n <= 40.
+
+    Raises:
+        ValueError: series of different lengths or more than :data:`SIGN_FLIP_MAX_ROUNDS`
+            rounds.
+    """
+    if not series:
+        return []
+    n = len(series[0])
+    if any(len(s) != n for s in series):
+        raise ValueError("max-T needs series of one length (the same rounds)")
+    if n > SIGN_FLIP_MAX_ROUNDS:
+        raise ValueError(f"{n} rounds: the sign-flip test takes at most "
+                         f"{SIGN_FLIP_MAX_ROUNDS}")  # fmt: skip
+    if n == 0:
+        return [1.0] * len(series)
+    if len(series) == 1:  # the same p-value, without the patterns' matrix
+        return [sign_flip_pvalue(series[0])]
+    rounds = np.asarray(series, dtype=float).T  # n x tests
+    scale = np.sqrt((rounds * rounds).sum(axis=0))
+    scale[scale == 0.0] = 1.0  # an all-zero series (counted instructions): T = 0 always
+    stats_ = (flip_patterns(n) @ rounds) / scale  # patterns x tests, the observed row first
+    observed = stats_[0]
+    order = np.argsort(-observed, kind="stable")
+    # The largest T among the tests ranked k and below, for every pattern and k.
+    tail_max = np.maximum.accumulate(stats_[:, order[::-1]], axis=1)[:, ::-1]
+    tolerance = 1e-9 * max(float(np.abs(observed).max()), 1.0)
+    adjusted, running = [1.0] * len(series), 0.0
+    for rank, test in enumerate(order):
+        share = float(np.mean(tail_max[:, rank] >= observed[test] - tolerance))
+        running = max(running, share)
+        adjusted[int(test)] = running
+    return adjusted
+
+
+def fewest_rounds_to_flag(confidence: float, first_look: int, horizon: int) -> int | None:
     """Rounds after which a case can first be flagged: the horizon, where the regression test
-    is taken, when a case slower in every round clears Holm's alpha / ``num_cases`` there
-    (``2^-horizon`` at most that); None if ``horizon`` rounds are not enough. ``first_look``
-    (the fewest rounds for an early ok) does not move it."""
-    level = false_alarm_level(confidence) / num_cases
+    is taken, when its smallest p-value (2^-horizon, every round slower) is at most alpha
+    there, for any number of cases (:func:`maxt_adjusted_pvalues`); None if ``horizon`` rounds
+    are not enough. ``first_look`` (the fewest rounds for an early ok) does not move it."""
+    level = false_alarm_level(confidence)
     if horizon < max(first_look, 1) or smallest_sign_flip_pvalue(horizon) > level:
         return None
     return horizon
 
 
-def family_false_alarm_rate(
-    num_cases: int, confidence: float, first_look: int, horizon: int
-) -> float:
-    """The exact chance that a gate run of ``num_cases`` unchanged, independent cases calls any
-    of them slower, when every case runs to ``horizon`` (stopping a case early as ok, as the
-    gate does, can only lower it). Under "all unchanged" Holm rejects anything exactly when the
-    smallest p-value is <= alpha / num_cases; one case's sign-flip p-value takes the values
-    k / 2^horizon, each pattern of signs equally likely, so P(p <= level) is
-    floor(level x 2^horizon) / 2^horizon, and the rate is ``1 - (1 - that)^num_cases``.
-    Always <= alpha."""
-    if fewest_rounds_to_flag(num_cases, confidence, first_look, horizon) is None:
+def family_false_alarm_rate(confidence: float, first_look: int, horizon: int) -> float:
+    """The exact chance that a gate run of unchanged cases, every one run to ``horizon``,
+    calls any of them slower (stopping a case early as ok can only lower it): max-T rejects
+    anything exactly when the observed pattern ranks among the top floor(alpha x 2^n) of the
+    2^n equally likely ones, whatever the number of cases (ties only lower it). At most
+    alpha."""
+    if fewest_rounds_to_flag(confidence, first_look, horizon) is None:
         return 0.0
-    level = false_alarm_level(confidence) / num_cases
-    per_case = math.floor(level * 2**horizon) / 2**horizon
-    return 1.0 - (1.0 - per_case) ** num_cases
+    return math.floor(false_alarm_level(confidence) * 2**horizon) / 2**horizon
 
 
 # -- decisions ---------------------------------------------------------------------------
@@ -241,7 +308,7 @@ class Verdict:
     low: float | None
     high: float | None
     reason: str
-    p_value: float | None = None  # Holm-adjusted sign-flip p of "the head is not slower"
+    p_value: float | None = None  # max-T adjusted sign-flip p of "the head is not slower"
     limit: float | None = None  # 1 + threshold, the ratio the decision was made against
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,6 +327,8 @@ def decide_family(
 
     Args:
         log_ratios: case -> ``log(head_s / base_s)`` per round, in measurement order; finite.
+            The r-th round of every case is measured in the same round (its base and head
+            processes), as the gate does, so that flipping a round flips it in every case.
         threshold: fractional slowdown that counts as a regression (0.10: head 10% slower).
         confidence: coverage of the interval on the median ratio (0.95); the family-wise
             false-alarm level is ``(1 - confidence) / 2``.
@@ -280,9 +349,11 @@ def decide_family(
     alpha = false_alarm_level(confidence)
     names = list(log_ratios)
     # Only the rounds at the horizon are tested: one look, so no correction for looking often.
-    raw = [sign_flip_pvalue(log_ratios[c]) if len(log_ratios[c]) >= last else 1.0 for c in names]
-    adjusted = dict(zip(names, holm_adjust(raw), strict=True))
-    family = f", Holm over {len(names)} cases" if len(names) > 1 else ""
+    at_horizon = [c for c in names if len(log_ratios[c]) >= last]
+    adjusted = dict.fromkeys(names, 1.0)
+    adjusted.update(zip(at_horizon, maxt_adjusted_pvalues([log_ratios[c] for c in at_horizon]),
+                        strict=True))  # fmt: skip
+    family = f", max-T over {len(at_horizon)} tests" if len(at_horizon) > 1 else ""
     verdicts = {}
     for case, samples in log_ratios.items():
         n, p = len(samples), adjusted[case]
