@@ -591,6 +591,29 @@ def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None
     assert unbudgeted.fit_pace(7, 290.0, 100.0) is None and unbudgeted.max_rounds == 11
 
 
+class SlowStartWorker(ScriptedWorker):
+    """A worker whose start (its preloads) and calibration take wall time, and whose rounds
+    take almost none."""
+
+    def ask(self, request: dict) -> dict:
+        if request["op"] in ("ready", "calibrate"):
+            time.sleep(0.3)
+        return super().ask(request)
+
+
+def test_the_pace_leaves_out_the_workers_start_and_the_calibration() -> None:
+    """Round 1 also waits for the worker's preloads and calibrates every case, which no later
+    round repeats: counted as a round's pace, they would cut a 3 s budget to the 6 rounds
+    that can flag (1 + (3 - 0.9) / 0.6 = 4); left out, the 10 planned fit."""
+    side = Side("base", "base", "", Path("."))
+    settings = Settings(max_rounds=10, min_rounds=10, budget_s=3.0)
+    lines: list[str] = []
+    results = run_rounds(side, replace(side, label="head"), ["a", "b"], settings, lines.append,
+                         SlowStartWorker(set()))  # fmt: skip
+    assert settings.max_rounds == 10 and not any("round 1 took" in line for line in lines)
+    assert all(len(r.rounds) == 10 for r in results if not isinstance(r, PooledResult))
+
+
 def test_a_gate_slower_than_its_budget_runs_the_rounds_that_can_flag(tiny_repo: TinyRepo) -> None:
     """The real rounds: a 1 s budget that round 1 already spends leaves the fewest rounds a
     regression of one case needs, and the run stops there."""

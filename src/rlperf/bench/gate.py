@@ -154,8 +154,10 @@ class Settings:
     def fit_pace(self, num_cases: int, spent_s: float, round_s: float) -> str | None:
         """After the first round: lower ``max_rounds`` to the rounds the budget holds at the
         pace this machine has now (``spent_s`` wall seconds since the gate started, the first
-        round ``round_s`` of them), never below the fewest that can flag a regression among
-        ``num_cases`` cases; the line to log when it changed (None otherwise).
+        round's own work ``round_s``: its setups and samples, not the worker's start or the
+        calibration of the calls, which later rounds do not repeat), never below the fewest
+        that can flag a regression among ``num_cases`` cases; the line to log when it changed
+        (None otherwise).
 
         Why: the plan (:meth:`fit_budget`) reads costs measured on one box and scales them by
         fixed factors, and a box's speed drifts 2x from day to day; the first round measures the
@@ -437,7 +439,10 @@ def run_rounds(
         worker = Worker()
     worker.sides = {"base": base, "head": head}
     try:
-        r = 0
+        # Once: the worker imports its preloads before it reads a request (torch, gymnasium,
+        # the extras: ~10 s beside two busy processes), which no later round repeats.
+        worker.ask({"op": "ready"})
+        r, calibrate_s = 0, 0.0
         while r < settings.max_rounds:
             round_started = time.perf_counter()
             begin_round(worker, cases, settings.warmup_s)
@@ -453,19 +458,22 @@ def run_rounds(
                     if settings.metric in COUNTED and "no_instructions" in answer:
                         raise GateError(f"--metric {settings.metric} on {side}: "
                                         f"{answer['no_instructions']}")  # fmt: skip
+                calibrating = time.perf_counter()
                 for case in cases:
                     request = {"op": "calibrate", "side": "base", "case": case,
                                "sample_s": settings.sample_s}  # fmt: skip
                     calls = worker.ask(request)["calls"]
                     items, unit = worker.setup_answers["base"]["items"][case]
                     results[case] = CaseResult(case, calls, items, unit)
+                calibrate_s = time.perf_counter() - calibrating
             for case in cases:
                 results[case].rounds.append(measure_round(worker, results[case], r, settings,
                                                           cpus))  # fmt: skip
             end_round(worker)
-            if r == 0:
+            if r == 0:  # the pace of a round as the later ones run: no calibration
                 now = time.perf_counter()
-                line = settings.fit_pace(len(cases), now - started, now - round_started)
+                round_s = now - round_started - calibrate_s
+                line = settings.fit_pace(len(cases), now - started, round_s)
                 if line is not None:
                     log(line)
             pooled = analyse(list(results.values()), settings)

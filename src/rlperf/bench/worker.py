@@ -13,6 +13,7 @@ run exactly the same benchmark code), sets the cases up, warms them up and answe
 requests. This parent relays requests and replies, JSON lines on stdin/stdout, one reply per
 request:
 
+    {"op": "ready"}                     -> {"ready": true}  (once the preloads are imported)
     {"op": "setup", "sides": {"base": "TREE/src", "head": "TREE/src"}, "cases": [...],
      "warmup_s": 0.3}          -> {"sides": {"base": {"rlperf": path, "items": {...},
                                                       "skipped": {...}}, "head": {...}}}
@@ -369,7 +370,9 @@ def serve(registry_path: Path, preload: list[str]) -> int:
         while line := sys.stdin.readline():
             request = json.loads(line)
             op = request.get("op")
-            if op == "setup" and not rounds:
+            if op == "ready" and not rounds:  # answered once the preloads are imported
+                send(sys.stdout, {"ready": True})
+            elif op == "setup" and not rounds:
                 for label, src in request["sides"].items():
                     setup = {**request, "src": src}
                     rounds[label] = fork_round(setup, registry_path, list(rounds.values()))
