@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import time
 
 from benchmark_scripts import load_script
 
@@ -73,3 +76,30 @@ def test_busy_processes_run_through_the_block_and_are_gone_after() -> None:
         spinners = [p for p in psutil.Process().children() if p.pid not in before]
         assert len(spinners) == 2 and all(p.is_running() for p in spinners)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in spinners)
+
+
+def test_busy_processes_end_when_their_parent_is_killed() -> None:
+    """A parent stopped by SIGKILL never reaches the block's end: its spinners notice they were
+    orphaned and exit, instead of loading every measurement that follows."""
+    import psutil
+
+    script = (
+        "import time\n"
+        "from rlperf.bench.harness import busy_processes\n"
+        "with busy_processes(1):\n"
+        "    print('up', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "up"
+        (spinner,) = psutil.Process(parent.pid).children()
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10.0
+        # Orphaned, it is reaped by whoever adopts it, or stays a zombie where that is no one.
+        while spinner.is_running() and spinner.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the spinner outlived its parent by 10 s"
+            time.sleep(0.05)
+    finally:
+        parent.kill()

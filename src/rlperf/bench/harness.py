@@ -70,11 +70,25 @@ def abba(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
             yield r, name
 
 
+# The parent's pid comes as an argument: read in the child, it would be 1 already if the parent
+# died while the child started.
+SPINNER = """
+import os, sys
+parent = int(sys.argv[1])
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
+
+
 @contextlib.contextmanager
 def busy_processes(count: int) -> Iterator[None]:
     """``count`` processes that keep a core busy each (pure-Python spin loops, as a CI runner's
-    other jobs or a laptop's browser would) until the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    other jobs or a laptop's browser would) until the block ends, or until this process is
+    gone: a SIGTERM or SIGKILL skips the ``finally`` below, and spinners left behind would
+    load every measurement after it (they look up their parent every ~20 ms of spinning)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER, str(os.getpid())])
+                for _ in range(count)]  # fmt: skip
     try:
         yield
     finally:
