@@ -8,6 +8,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -612,6 +613,18 @@ def test_the_pace_leaves_out_the_workers_start_and_the_calibration() -> None:
                          SlowStartWorker(set()))  # fmt: skip
     assert settings.max_rounds == 10 and not any("round 1 took" in line for line in lines)
     assert all(len(r.rounds) == 10 for r in results if not isinstance(r, PooledResult))
+
+
+def test_the_budget_counts_from_the_process_start() -> None:
+    """What ran before the command (the interpreter, the imports; here a 0.5 s sleep) is wall
+    time the budget pays too."""
+    code = (
+        "import time; time.sleep(0.5)\n"
+        "from rlperf.bench.commands import process_started\n"
+        "print(time.perf_counter() - process_started())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 0.5 <= float(done.stdout) < 30.0
 
 
 def test_a_gate_slower_than_its_budget_runs_the_rounds_that_can_flag(tiny_repo: TinyRepo) -> None:
