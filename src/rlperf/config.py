@@ -268,6 +268,13 @@ class PPOConfig:
         "schedule, once an iteration: x1.5 when the update's mean KL is below half of it, /1.5 "
         "above twice it, within [1e-6, 1e-2]); 0: off",
     )
+    final_std: float = _f(
+        0.0,
+        "cap the Gaussian's std after each update by a ceiling that falls log-linearly from "
+        "the starting std (exp of --init-log-std) to this value over the run (its progress as "
+        "the rate's anneal counts it): the sampled actions end near the policy's mean; "
+        "discrete actions ignore it; 0: off",
+    )
     gamma: float = _f(0.99, "discount factor")
     gae_lambda: float = _f(0.95, "GAE lambda")
     clip_coef: float = _f(0.2, "PPO ratio clip")

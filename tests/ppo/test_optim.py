@@ -3,11 +3,13 @@ learning rate's linear anneal over steps, and over a wall-clock budget."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from rlperf.config import Config
-from rlperf.ppo.optim import FlatAdam, annealed_lr, kl_adapted_lr
+from rlperf.ppo.optim import FlatAdam, annealed_lr, kl_adapted_lr, log_std_ceiling, run_progress
 
 
 def _pair(seed: int) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
@@ -101,3 +103,40 @@ def test_a_negative_kl_target_is_refused() -> None:
     cfg.ppo.lr_kl_target = -0.01
     with pytest.raises(ConfigError, match="--lr-kl-target must be >= 0"):
         check_config(cfg, world_size=1)
+
+
+def test_the_std_ceiling_falls_log_linearly_on_the_anneals_progress() -> None:
+    """``--final-std``: the ceiling starts at ``--init-log-std`` and ends at log(final_std),
+    on the progress the anneal uses (the further of steps and seconds with a wall budget)."""
+    cfg = anneal_config(with_wall=True, budget_s=10.0)
+    assert log_std_ceiling(cfg, 0.5) == math.inf, "off by default"
+    cfg.policy.init_log_std, cfg.ppo.final_std = -1.0, 0.1
+    assert log_std_ceiling(cfg, 0.0) == -1.0
+    assert log_std_ceiling(cfg, 1.0) == pytest.approx(math.log(0.1))
+    assert log_std_ceiling(cfg, 0.25) == pytest.approx(-1.0 + 0.25 * (math.log(0.1) + 1.0))
+    assert run_progress(cfg, 2, 10, elapsed_s=5.0) == 0.5
+    assert run_progress(cfg, 9, 10, elapsed_s=5.0) == 0.9
+    assert run_progress(cfg, 2, 10, elapsed_s=30.0) == 1.0, "past the budget: 1, not more"
+    assert run_progress(anneal_config(budget_s=10.0), 2, 10, elapsed_s=5.0) == 0.2
+
+
+@pytest.mark.parametrize("final_std", [-0.1, 1.0, 2.0])
+def test_a_final_std_not_below_the_starting_std_is_refused(final_std: float) -> None:
+    from rlperf.config import ConfigError
+    from rlperf.ppo.checks import check_config
+
+    cfg = anneal_config()
+    cfg.ppo.final_std = final_std
+    with pytest.raises(ConfigError, match="--final-std must be 0 .off. or in .0, 1."):
+        check_config(cfg, world_size=1)
+
+
+def test_a_std_ceiling_on_the_wall_refuses_several_ranks() -> None:
+    from rlperf.config import ConfigError
+    from rlperf.ppo.checks import check_config
+
+    cfg = anneal_config(anneal_lr=False, with_wall=True, budget_s=60.0)
+    cfg.ppo.final_std = 0.5
+    check_config(cfg, world_size=1)
+    with pytest.raises(ConfigError, match="--anneal-with-wall needs one rank"):
+        check_config(cfg, world_size=2)

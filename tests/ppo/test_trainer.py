@@ -16,7 +16,7 @@ from rlperf.cli import main
 from rlperf.config import Config
 from rlperf.envs import CartPoleVec, register
 from rlperf.ppo.gae import gae_reference
-from rlperf.ppo.optim import kl_adapted_lr
+from rlperf.ppo.optim import kl_adapted_lr, log_std_ceiling
 from rlperf.ppo.trainer import NonFiniteLossError, Trainer
 from rlperf.timing.sections import Profiler
 
@@ -432,6 +432,30 @@ def test_the_kl_target_moves_the_rate_by_each_iteration_s_kl_and_resumes_with_it
     assert without_timing(metrics(tmp_path / "resumed")) == without_timing(rows)
     resumed = load_weights_only(tmp_path / "resumed" / "checkpoint.pt")
     assert torch.equal(resumed["policy"]["flat"], straight.policy.flat.detach())
+
+
+def test_the_final_std_caps_the_log_std_as_a_clamp_after_each_update_would() -> None:
+    """``--final-std`` on Pendulum: the parameters equal those of a run without it whose
+    callback clamps the log-std to the ceiling after each iteration (the obvious version),
+    bit for bit, and the std ends at the final std."""
+    box = {"env__env": "gym:Pendulum-v1", "ppo__learning_rate": 1e-2}
+    capped = Trainer(small_config(4, ppo__final_std=0.2, **box), profiler=Profiler())
+    capped.train()
+
+    reference_cfg = small_config(4, **box)
+    reference = Trainer(reference_cfg, profiler=Profiler())
+    ceiling_cfg = small_config(4, ppo__final_std=0.2, **box)
+
+    def clamp(trainer: Trainer, row: dict) -> None:
+        done = trainer.iteration / trainer.num_iterations
+        with torch.no_grad():
+            trainer.policy.logstd().clamp_(max=log_std_ceiling(ceiling_cfg, done))
+
+    reference.callbacks.append(clamp)
+    reference.train()
+    assert torch.equal(capped.policy.flat, reference.policy.flat)
+    final = capped.policy.logstd().detach()
+    assert torch.allclose(final, torch.full_like(final, np.log(0.2)), atol=1e-6)
 
 
 def test_wall_budget_stops_after_the_iteration_it_ran_out_in(

@@ -7,6 +7,7 @@ ablate`` before a sweep), so a bad command is one line and exit 2 before anythin
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -73,14 +74,22 @@ def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
     check_policy_fit(cfg.policy.kind, spec)
     if cfg.ppo.lr_kl_target < 0:
         raise ConfigError(f"--lr-kl-target must be >= 0 (0: off), got {cfg.ppo.lr_kl_target}")
+    final_std, start_std = cfg.ppo.final_std, math.exp(cfg.policy.init_log_std)
+    if final_std < 0 or final_std >= start_std:
+        raise ConfigError(
+            f"--final-std must be 0 (off) or in (0, {start_std:.4g}), below the starting std "
+            f"exp(--init-log-std), got {final_std}"
+        )
     if cfg.ppo.normalize_value and not cfg.ppo.norm_adv:
         # The advantages are divided by the returns' std after GAE (ppo/value_norm.py): only a
         # per-minibatch normalisation makes that leave the policy loss as it was.
         raise ConfigError("--normalize-value needs --norm-adv (the advantages are rescaled)")
-    if world_size > 1 and cfg.ppo.anneal_with_wall and cfg.ppo.anneal_lr and cfg.run.max_wall_s:
+    on_wall = cfg.ppo.anneal_with_wall and cfg.run.max_wall_s
+    if world_size > 1 and on_wall and (cfg.ppo.anneal_lr or cfg.ppo.final_std):
         raise ConfigError(
             "--anneal-with-wall needs one rank: each rank's clock would give its Adam a "
-            "learning rate of its own (--no-anneal-with-wall anneals over the steps)"
+            "learning rate (or its Gaussian a std ceiling) of its own (--no-anneal-with-wall "
+            "anneals over the steps)"
         )
 
 

@@ -17,6 +17,7 @@ overload).
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import torch
@@ -159,18 +160,37 @@ class FlatAdam:
         self.step_count.copy_(state["step"])
 
 
+def run_progress(cfg: Config, iteration: int, num_iterations: int, elapsed_s: float) -> float:
+    """How much of the run is behind, in [0, 1]: ``iteration`` of ``num_iterations``
+    iterations; with ``--anneal-with-wall`` and ``--max-wall-s``, the further of that and the
+    ``elapsed_s`` seconds of the budget, so a schedule ends on whichever budget ends the run."""
+    done = iteration / max(num_iterations, 1)
+    budget_s = cfg.run.max_wall_s
+    if cfg.ppo.anneal_with_wall and budget_s > 0:
+        done = max(done, elapsed_s / budget_s)
+    return min(max(done, 0.0), 1.0)
+
+
 def annealed_lr(cfg: Config, iteration: int, num_iterations: int, elapsed_s: float) -> float:
     """The learning rate of iteration ``iteration`` (1-based) of ``num_iterations``: with
     ``--anneal-lr``, CleanRL's linear decay (the full rate at the first, rate/num_iterations at
     the last); with ``--anneal-with-wall`` and ``--max-wall-s``, progress is the further of the
     iterations and the ``elapsed_s`` seconds of the budget, so either budget ends near 0."""
-    ppo, budget_s = cfg.ppo, cfg.run.max_wall_s
+    ppo = cfg.ppo
     if not ppo.anneal_lr:
         return ppo.learning_rate
-    done = (iteration - 1.0) / max(num_iterations, 1)
-    if ppo.anneal_with_wall and budget_s > 0:
-        done = max(done, elapsed_s / budget_s)
-    return max(1.0 - done, 0.0) * ppo.learning_rate
+    return (1.0 - run_progress(cfg, iteration - 1, num_iterations, elapsed_s)) * ppo.learning_rate
+
+
+def log_std_ceiling(cfg: Config, done: float) -> float:
+    """With ``--final-std``, the highest log-std the Gaussian may have once ``done`` (in
+    [0, 1], :func:`run_progress`) of the run is behind: linear in ``done`` from the starting
+    log-std (``--init-log-std``) to ``log(final_std)``. ``inf`` when off."""
+    final_std = cfg.ppo.final_std
+    if not final_std:
+        return math.inf
+    start = cfg.policy.init_log_std
+    return start + done * (math.log(final_std) - start)
 
 
 # rl_games' AdaptiveScheduler (rl_games/common/schedulers.py): its bounds and step.

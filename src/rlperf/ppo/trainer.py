@@ -66,7 +66,7 @@ from rlperf.ppo.cuda_graphs import make_minibatch_step, minibatch_updates
 from rlperf.ppo.device_choice import choose_device
 from rlperf.ppo.gae import gae
 from rlperf.ppo.loss import finalize_stats, finalize_supervised_stats
-from rlperf.ppo.optim import annealed_lr, kl_adapted_lr
+from rlperf.ppo.optim import annealed_lr, kl_adapted_lr, log_std_ceiling, run_progress
 from rlperf.ppo.rollout import PolicyStep, RolloutBuffer, bootstrap_truncated
 from rlperf.ppo.supervised import PPO, make_teacher_phase
 from rlperf.ppo.trainer_state import load_trainer, save_trainer
@@ -280,7 +280,20 @@ class Trainer:
         units = ppo.update_epochs * ppo.num_minibatches
         threads.end(units)
         impl.report_times(self.prof)  # a native update's own phase timings, once per update
+        self._cap_log_std()
         return stats_sum / units
+
+    def _cap_log_std(self) -> None:
+        """With ``--final-std``, the Gaussian's log-std clamped to the ceiling of the run's
+        progress after this iteration, in place (a view of the flat parameter the native
+        update and the fused rollout read)."""
+        logstd = self.policy.logstd()
+        if not self.cfg.ppo.final_std or logstd is None:
+            return
+        elapsed_s = time.perf_counter() - self.wall_start_s
+        done = run_progress(self.cfg, self.iteration, self.num_iterations, elapsed_s)
+        with torch.no_grad():
+            logstd.clamp_(max=log_std_ceiling(self.cfg, done))
 
     # -- the loop ------------------------------------------------------------------------
     def train(self, run_dir: str | Path | None = None, resumed: bool = False) -> dict[str, Any]:
