@@ -79,7 +79,7 @@ def test_mujoco_fast_takes_the_entry_of_the_env(env: str) -> None:
     assert (cfg.ppo.gamma, cfg.ppo.gae_lambda) == (entry.gamma, entry.gae_lambda)
     assert cfg.policy.hidden_sizes == entry.hidden_sizes and cfg.policy.kind == "mlp"
     assert cfg.policy.init_log_std == entry.init_log_std
-    assert cfg.ppo.lr_kl_target == entry.lr_kl_target
+    assert cfg.ppo.lr_kl_target == entry.lr_kl_target and cfg.ppo.final_std == entry.final_std
     assert cfg.env.options == dict(entry.env_options)
     assert cfg.minibatch_size == min(MUJOCO_FAST_MINIBATCH, cfg.batch_size)
     assert cfg.ppo.anneal_lr and cfg.ppo.anneal_with_wall and cfg.ppo.ent_coef == 0.0
