@@ -27,6 +27,7 @@ from rlperf.bench.stats import (
     maxt_adjusted_pvalues,
     median_ci,
     min_rounds,
+    min_rounds_to_flag,
     sign_flip_pvalue,
     sign_test_rank,
     smallest_sign_flip_pvalue,
@@ -170,6 +171,10 @@ def test_fewest_rounds_to_flag() -> None:
     assert fewest_rounds_to_flag(0.95, 6, 20) == 20
     assert fewest_rounds_to_flag(0.95, 6, 6) == 6  # 1/64 <= 0.025
     assert fewest_rounds_to_flag(0.99, 6, 7) is None  # 1/128 > 0.005
+    assert min_rounds_to_flag(0.95, 6) == 6
+    assert min_rounds_to_flag(0.95, 1) == 6  # 1/32 > 0.025 >= 1/64
+    assert min_rounds_to_flag(0.99, 6) == 8  # 1/128 > 0.005 >= 1/256
+    assert min_rounds_to_flag(0.95, 11) == 11
     assert fewest_rounds_to_flag(0.95, 6, 5) is None  # fewer rounds than an early look
 
 

@@ -55,6 +55,7 @@ from rlperf.bench.stats import (
     fewest_rounds_to_flag,
     median,
     min_rounds,
+    min_rounds_to_flag,
     pooled_log_ratios,
 )
 from rlperf.cores import pinnable_cores
@@ -166,11 +167,7 @@ class Settings:
         if not self.budget_s or round_s <= 0:
             return None
         fit = 1 + math.floor(max(0.0, self.budget_s - spent_s) / round_s)
-        need = next(
-            h
-            for h in range(max(self.min_rounds, 1), 10_000)
-            if fewest_rounds_to_flag(self.confidence, self.min_rounds, h)
-        )
+        need = min_rounds_to_flag(self.confidence, self.min_rounds)
         rounds = min(self.max_rounds, max(fit, need))
         if rounds >= self.max_rounds:
             return None

@@ -275,15 +275,21 @@ def maxt_adjusted_pvalues(series: list[list[float]]) -> list[float]:
     return adjusted
 
 
+def min_rounds_to_flag(confidence: float, first_look: int) -> int:
+    """The shortest horizon at which a regression can be flagged: the fewest rounds, at least
+    ``first_look``, whose smallest p-value (2^-n, every round slower) is at most alpha, for any
+    number of cases (:func:`maxt_adjusted_pvalues`). ``confidence`` < 1."""
+    level, rounds = false_alarm_level(confidence), max(first_look, 1)
+    while smallest_sign_flip_pvalue(rounds) > level:
+        rounds += 1
+    return rounds
+
+
 def fewest_rounds_to_flag(confidence: float, first_look: int, horizon: int) -> int | None:
     """Rounds after which a case can first be flagged: the horizon, where the regression test
-    is taken, when its smallest p-value (2^-horizon, every round slower) is at most alpha
-    there, for any number of cases (:func:`maxt_adjusted_pvalues`); None if ``horizon`` rounds
-    are not enough. ``first_look`` (the fewest rounds for an early ok) does not move it."""
-    level = false_alarm_level(confidence)
-    if horizon < max(first_look, 1) or smallest_sign_flip_pvalue(horizon) > level:
-        return None
-    return horizon
+    is taken, when it is at least :func:`min_rounds_to_flag`; None if ``horizon`` rounds are
+    not enough."""
+    return horizon if horizon >= min_rounds_to_flag(confidence, first_look) else None
 
 
 def family_false_alarm_rate(confidence: float, first_look: int, horizon: int) -> float:
