@@ -573,7 +573,7 @@ def test_a_preload_marked_optional_is_skipped_where_missing(tiny_repo: TinyRepo)
 
 
 def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None:
-    """The rounds left after round 1 at its pace, never more than planned, never fewer than can
+    """The rounds left after round 1 at its pace, never more than asked, never fewer than can
     flag a regression (6 at 95%: a case slower in all 6 clears 2^-6 <= 2.5%, max-T);
     nothing changes without a budget or when the plan already fits."""
     fits = Settings(max_rounds=11, budget_s=300.0)
@@ -590,6 +590,20 @@ def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None
     assert "~5.8 min" in line  # 50 s + 5 more rounds of 60 s
     unbudgeted = Settings(max_rounds=11, budget_s=0.0)
     assert unbudgeted.fit_pace(7, 290.0, 100.0) is None and unbudgeted.max_rounds == 11
+
+
+def test_a_faster_pace_than_planned_spends_the_budget_on_more_rounds() -> None:
+    """The plan scales measured costs to the slowest busy box; where round 1 runs faster the
+    rounds that fit go up to the rounds asked for, not past them."""
+    faster = Settings(max_rounds=11, budget_s=300.0)
+    line = faster.fit_pace(7, spent_s=30.0, round_s=15.0, ceiling=25)  # 1 + 270 // 15 = 19
+    assert faster.max_rounds == 19
+    assert line == "gate: round 1 took 15 s: 19 rounds fit the 5.0 min budget (of 11 planned)"
+    capped = Settings(max_rounds=11, budget_s=300.0)
+    capped.fit_pace(7, spent_s=30.0, round_s=5.0, ceiling=25)  # 1 + 54: the 25 asked
+    assert capped.max_rounds == 25
+    unasked = Settings(max_rounds=11, budget_s=300.0)
+    assert unasked.fit_pace(7, spent_s=30.0, round_s=15.0) is None and unasked.max_rounds == 11
 
 
 class SlowStartWorker(ScriptedWorker):

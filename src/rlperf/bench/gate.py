@@ -152,24 +152,29 @@ class Settings:
             )
         self.max_rounds = plan.fit_rounds
 
-    def fit_pace(self, num_cases: int, spent_s: float, round_s: float) -> str | None:
-        """After the first round: lower ``max_rounds`` to the rounds the budget holds at the
-        pace this machine has now (``spent_s`` wall seconds since the gate started, the first
+    def fit_pace(
+        self, num_cases: int, spent_s: float, round_s: float, ceiling: int | None = None
+    ) -> str | None:
+        """After the first round: set ``max_rounds`` to the rounds the budget holds at the pace
+        this machine has now (``spent_s`` wall seconds since the gate started, the first
         round's own work ``round_s``: its setups and samples, not the worker's start or the
-        calibration of the calls, which later rounds do not repeat), never below the fewest
-        that can flag a regression among ``num_cases`` cases; the line to log when it changed
-        (None otherwise).
+        calibration of the calls, which later rounds do not repeat), at most ``ceiling`` (the
+        rounds asked for; default: ``max_rounds`` as planned), never below the fewest that can
+        flag a regression; the line to log when it changed (None otherwise).
 
-        Why: the plan (:meth:`fit_budget`) reads costs measured on one box and scales them by
-        fixed factors, and a box's speed drifts 2x from day to day; the first round measures the
-        pace itself. Its wall time cannot depend on the verdict (the regression test is taken
-        once, at the horizon), so setting the horizon from it keeps the false-alarm rate."""
+        Why: the plan (:meth:`fit_budget`) reads costs measured on one box and scales them to
+        the slowest box beside two busy processes, and a box's speed drifts 2x from day to day;
+        the first round measures the pace itself, so a faster box spends its budget on more
+        rounds rather than leaving it unused. Its wall time cannot depend on the verdict (the
+        regression test is taken once, at the horizon), so setting the horizon from it keeps
+        the false-alarm rate."""
         if not self.budget_s or round_s <= 0:
             return None
+        ceiling = self.max_rounds if ceiling is None else max(ceiling, self.max_rounds)
         fit = 1 + math.floor(max(0.0, self.budget_s - spent_s) / round_s)
         need = min_rounds_to_flag(self.confidence, self.min_rounds)
-        rounds = min(self.max_rounds, max(fit, need))
-        if rounds >= self.max_rounds:
+        rounds = min(ceiling, max(fit, need))
+        if rounds == self.max_rounds:
             return None
         planned, self.max_rounds = self.max_rounds, rounds
         pace = f"gate: round 1 took {duration(round_s)}"
@@ -470,7 +475,7 @@ def run_rounds(
             if r == 0:  # the pace of a round as the later ones run: no calibration
                 now = time.perf_counter()
                 round_s = now - round_started - calibrate_s
-                line = settings.fit_pace(len(cases), now - started, round_s)
+                line = settings.fit_pace(len(cases), now - started, round_s, ceiling=asked)
                 if line is not None:
                     log(line)
             pooled = analyse(list(results.values()), settings)
