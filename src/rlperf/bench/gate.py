@@ -52,7 +52,6 @@ from rlperf.bench.stats import (
     Verdict,
     decide_family,
     false_alarm_level,
-    fewest_rounds_to_flag,
     median,
     min_rounds,
     min_rounds_to_flag,
@@ -142,9 +141,7 @@ class Settings:
         plan = self.plan(cases)
         if plan is None or plan.fit_rounds >= self.max_rounds:
             return
-        need = fewest_rounds_to_flag(self.confidence, self.min_rounds,
-                                     max(plan.fit_rounds, self.min_rounds))  # fmt: skip
-        if plan.fit_rounds < self.min_rounds or need is None:
+        if plan.fit_rounds < min_rounds_to_flag(self.confidence, self.min_rounds):
             raise GateError(
                 f"{len(cases)} case(s) at {plan.round_s:.1f} CPU s a round: the "
                 f"{duration(self.budget_s)} budget holds {plan.fit_rounds} rounds, too few to "
@@ -191,7 +188,7 @@ class Settings:
         """GateError when ``max_rounds`` could not flag a regression among ``num_cases`` cases
         (the smallest p-value over n rounds is 2^-n, for any number of cases: max-T,
         :func:`rlperf.bench.stats.maxt_adjusted_pvalues`)."""
-        if fewest_rounds_to_flag(self.confidence, self.min_rounds, self.max_rounds):
+        if self.max_rounds >= min_rounds_to_flag(self.confidence, self.min_rounds):
             return
         raise GateError(
             f"max_rounds {self.max_rounds} is too few to flag a regression among {num_cases} "
