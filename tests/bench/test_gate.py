@@ -21,6 +21,7 @@ from tiny_repo import git as tiny_git
 
 import rlperf
 from rlperf.bench import counters
+from rlperf.bench.commands import settings_from_args
 from rlperf.bench.gate import (
     GateError,
     PooledResult,
@@ -40,10 +41,11 @@ from rlperf.bench.gate import (
 from rlperf.bench.stats import (
     decide_family,
     fewest_rounds_to_flag,
+    median,
     pooled_log_ratios,
 )
 from rlperf.bench.worktree import checked_out
-from rlperf.cli import main
+from rlperf.cli import build_parser, main
 
 GAE_CASE = "gae[num_steps=32,num_envs=64]"
 # Small, fast rounds: the planted slowdown is 3x, the threshold 50%.
@@ -168,6 +170,11 @@ def test_a_case_skipped_on_a_side_is_logged_and_left_out(
         (["--base", "HEAD", "--cases", "nope"], "unknown benchmark case 'nope'"),
         (["--base", "HEAD", "--threshold", "-1"], "threshold must be in"),
         (["--base", "HEAD", "--max-rounds", "3"], "max_rounds 3 is below"),
+        (["--base", "HEAD", "--pairing", "sideways"], "pairing must be one of together, turns"),
+        (
+            ["--base", "HEAD", "--metric", "wall", "--pairing", "together"],
+            "--metric wall needs --pairing turns",
+        ),
         (["--base", "HEAD", "--json", "/no/such/dir/out.json"], "does not exist"),
         (["--base", "HEAD", "--json", "/"], "/ is a directory, not a file"),
         ([], "--base REF is required"),
@@ -301,6 +308,34 @@ def test_malformed_json_is_exit_2(
     assert err.startswith("rlperf: error: ") and message in err
 
 
+def test_wall_time_is_decided_only_on_pairs_run_in_turns(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--metric wall`` picks turns; a file of pairs run together has no wall verdict and is
+    refused on wall time (one line, exit 2); a file from before pairing was recorded (turns)
+    is decided on wall time as before."""
+    for metric, pairing in (("wall", "turns"), ("cpu", "together")):
+        args = build_parser().parse_args(["gate", "--base", "HEAD", "--metric", metric])
+        assert settings_from_args(args).pairing == pairing
+    assert Settings().pairing == "together"
+    side = Side("base", "base", "", Path("."))
+    for pairing in ("together", "turns"):
+        results = run_rounds(side, replace(side, label="head"), ["a", "b"],
+                             Settings(pairing=pairing), lambda _: None,
+                             ScriptedWorker({"a"}))  # fmt: skip
+        assert ("wall" in results[0].verdicts) == (pairing == "turns")
+        path = tmp_path / f"{pairing}.json"
+        saved = {"cases": [r.to_dict() for r in results if not isinstance(r, PooledResult)],
+                 "settings": {"pairing": pairing} if pairing == "together" else {}}  # fmt: skip
+        path.write_text(json.dumps(saved))
+        code = main(["gate", "--from-json", str(path), "--metric", "wall"])
+        err = capsys.readouterr().err
+        if pairing == "together":
+            assert code == 2 and err.count("\n") == 1 and "were paired together" in err
+        else:
+            assert code == 1, err  # the slow case, flagged on wall time
+
+
 def test_missing_json_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["gate", "--from-json", str(tmp_path / "absent.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
@@ -351,8 +386,12 @@ def test_the_two_samples_of_a_pair_are_pinned_to_one_cpu_and_the_cpus_take_turns
     assert [pair_cpu([3], r, j, 2)["cpu"] for r in range(2) for j in range(2)] == [3] * 4
 
 
-def test_the_gate_sends_both_sides_of_a_pair_the_same_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """run_rounds' measure requests: base and head of each pair name one CPU, every allowed CPU
+@pytest.mark.parametrize("pairing", ["turns", "together"])
+def test_the_gate_sends_both_sides_of_a_pair_the_same_cpu(
+    monkeypatch: pytest.MonkeyPatch, pairing: str
+) -> None:
+    """run_rounds' measure requests: base and head of each pair name one CPU (in turns, two
+    requests; together, one for both sides, started in alternating order), every allowed CPU
     is used, and the samples record it (so a saved run says where each pair ran)."""
     monkeypatch.setattr("rlperf.bench.gate.pinnable_cores", lambda: [2, 5])
     asked: list[dict] = []
@@ -363,13 +402,21 @@ def test_the_gate_sends_both_sides_of_a_pair_the_same_cpu(monkeypatch: pytest.Mo
             return super().ask(request)
 
     side = Side("base", "base", "", Path("."))
-    (res,) = run_rounds(side, replace(side, label="head"), ["same"], Settings(), lambda _: None,
+    settings = Settings(pairing=pairing)
+    (res,) = run_rounds(side, replace(side, label="head"), ["same"], settings, lambda _: None,
                         Recording(set()))  # fmt: skip
-    measured = [r for r in asked if r["op"] == "measure"]
-    pairs = [measured[i : i + 2] for i in range(0, len(measured), 2)]
-    assert pairs and all({a["side"], b["side"]} == {"base", "head"} and a["cpu"] == b["cpu"]
-                         for a, b in pairs)  # fmt: skip
-    assert {a["cpu"] for a, _ in pairs} == {2, 5}
+    setups = [r for r in asked if r["op"] == "setup"]
+    assert setups and all(r["pairing"] == pairing for r in setups)
+    if pairing == "turns":
+        measured = [r for r in asked if r["op"] == "measure"]
+        pairs = [(a["side"], b["side"], a["cpu"], b["cpu"])
+                 for a, b in zip(measured[::2], measured[1::2], strict=True)]  # fmt: skip
+    else:
+        assert not any(r["op"] == "measure" for r in asked)
+        pairs = [(*r["order"], r["cpu"], r["cpu"]) for r in asked if r["op"] == "measure_together"]
+    assert pairs and all({a, b} == {"base", "head"} and ca == cb for a, b, ca, cb in pairs)
+    assert {ca for *_, ca, _ in pairs} == {2, 5}
+    assert {a for a, *_ in pairs} == {"base", "head"}  # each side starts first in some pairs
     for samples in res.rounds:
         assert [s["cpu"] for s in samples["base"]] == [s["cpu"] for s in samples["head"]]
 
@@ -403,9 +450,16 @@ class ScriptedWorker:
         if op == "calibrate":
             return {"calls": 1}
         if op == "measure":
-            seconds = 1.1 if request["side"] == "head" and request["case"] in self.slow else 1.0
-            return {"wall_s": seconds, "cpu_s": seconds}
+            return self.sample(request["side"], request["case"])
+        if op == "measure_together":
+            return {
+                "sides": {side: self.sample(side, request["case"]) for side in request["order"]}
+            }
         return {"ended": True}
+
+    def sample(self, side: str, case: str) -> dict:
+        seconds = 1.1 if side == "head" and case in self.slow else 1.0
+        return {"wall_s": seconds, "cpu_s": seconds}
 
 
 @pytest.mark.parametrize("num_cases", [1, 5])
@@ -497,9 +551,12 @@ class CountingWorker(ScriptedWorker):
         if request["op"] == "setup" and self.no_instructions is not None:
             answer["sides"] = {k: {**v, "no_instructions": self.no_instructions}
                                for k, v in answer["sides"].items()}  # fmt: skip
-        if request["op"] == "measure" and self.no_instructions is None:
-            slow = request["side"] == "head" and request["case"] in self.counted_slow
-            answer["instructions"] = 1.1e9 if slow else 1e9
+        return answer
+
+    def sample(self, side: str, case: str) -> dict:
+        answer = super().sample(side, case)
+        if self.no_instructions is None:
+            answer["instructions"] = 1.1e9 if side == "head" and case in self.counted_slow else 1e9
         return answer
 
 
@@ -549,6 +606,24 @@ def test_the_round_processes_count_instructions_or_say_why(tiny_repo: TinyRepo) 
             assert worker.setup_answers["base"]["no_instructions"] == why
         finally:
             worker.close()
+
+
+def test_pairs_run_together_share_one_cpu_and_time_their_sections_on_it(
+    tiny_repo: TinyRepo,
+) -> None:
+    """The real worker, pairing together: both sides of a pair are on the CPU at once, so each
+    sample's wall time is about twice its CPU time (pinned to one CPU); the sections are timed
+    on the thread's CPU clock, so they add up to the CPU time, not to the wall time that the
+    other side's share inflates."""
+    base = tiny_repo.commit("base")
+    (res,) = gate_tiny(tiny_repo, base, base, replace(FIVE_PERCENT, max_rounds=6))
+    samples = [s for r in res.rounds for side in r.values() for s in side]
+    if not all("cpu" in s for s in samples):
+        pytest.skip("no CPU can be pinned here: the two sides may run on two CPUs at once")
+    assert median([s["wall_s"] / s["cpu_s"] for s in samples]) > 1.5
+    top = [sum(t for name, t in s["sections_s"].items() if "/" not in name) / s["cpu_s"]
+           for s in samples]  # fmt: skip
+    assert 0.5 < median(top) < 1.1, top
 
 
 def test_a_preload_marked_optional_is_skipped_where_missing(tiny_repo: TinyRepo) -> None:

@@ -167,6 +167,9 @@ SPS_ONLY = (
     ("--pairs", int, "pairs_per_round", "samples per side per round"),
     ("--sample-s", float, "sample_s", "CPU seconds of one sample"),
     ("--warmup-s", float, "warmup_s", "untimed CPU seconds per case and round"),
+    ("--pairing", str, "pairing",
+     "together: a pair's two samples at once on one CPU; turns: one after the other (--metric "
+     "wall: turns)"),
     ("--budget-s", float, "budget_s",
      "wall seconds a run may take on the slowest box beside two busy processes, planned from "
      "the cases' measured costs: caps --max-rounds (0: no budget)"),
@@ -195,7 +198,8 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=kind, default=unset(default), help=f"{text} ({both})")
     for flag, kind, attr, text in SPS_ONLY:
         default = getattr(sps, attr)
-        parser.add_argument(flag, type=kind, default=unset(default),
+        # No type for a str: argparse would convert the marked default back to a plain str.
+        parser.add_argument(flag, type=None if kind is str else kind, default=unset(default),
                             help=f"{text} (default: {default})")  # fmt: skip
 
 
@@ -266,6 +270,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         sample_s=given(args, "sample_s", d.sample_s),
         warmup_s=given(args, "warmup_s", d.warmup_s),
         budget_s=given(args, "budget_s", d.budget_s),
+        # Wall time needs turns, so asking for it picks them unless --pairing says otherwise.
+        pairing=given(args, "pairing", "turns" if args.metric == "wall" else d.pairing),
     ).check()
 
 
@@ -613,7 +619,15 @@ def load_results(
     except (TypeError, ValueError) as e:
         raise GateError(f"malformed gate results in {path}: settings: {e}") from e
     longest = max(len(r.rounds) for r in results)
-    settings = replace(settings, min_rounds=first, max_rounds=max(last, longest))
+    # Files from before 2026-12-03 have no pairing: their pairs ran in turns.
+    pairing = saved.get("pairing", "turns")
+    settings = replace(settings, min_rounds=first, max_rounds=max(last, longest), pairing=pairing)
+    if settings.metric == "wall" and pairing == "together":
+        raise GateError(
+            f"--metric wall: the samples in {path} were paired together, so "
+            "their wall times count each other's share of the CPU; decide on cpu"
+        )
+    settings.check()
     pooled = analyse(results, settings)
     return results + ([pooled] if pooled else []), data.get("sides", {}), settings
 

@@ -4,15 +4,15 @@ One worker (``worker.py``) imports torch once and forks two fresh processes for 
 one per side, from itself (one parent, so neither side inherits a layout the other lacks:
 ``worker.py`` says why that matters); each randomizes its memory layout, imports ``rlperf``
 from its side's checkout and sets up the same registry cases. The two round processes then
-take turns, one sample at a
-time, ``pairs_per_round`` times each (A B, B A, A B ...: the order alternates so neither side
-always runs first), both samples of a pair on one CPU, the CPUs in turn pair after pair. Each
+time ``pairs_per_round`` pairs of samples, both samples of a pair on one CPU, the CPUs in turn
+pair after pair: by default both sides at once, the scheduler switching between them every few
+milliseconds, so a change in the machine's load hits both (``Settings.pairing``); or in turns,
+back to back. The order alternates (A B, B A, ...) so neither side always starts first. Each
 sample is a fixed number of calls of the case, calibrated once on the base so both sides do the
 same work.
 
-A round yields one value per case: the median over its pairs of ``log(head_s / base_s)``.
-The two samples of a pair run back to back (a fraction of a second apart), so a change in the
-machine's load hits both; the median discards the pairs a burst of load hit in between. Rounds
+A round yields one value per case: the median over its pairs of ``log(head_s / base_s)``;
+the median discards the pairs a burst of load hit unevenly. Rounds
 are the independent samples of the statistic (fresh processes, a fresh random memory layout,
 forked from one parent); every case runs every round, until all are decided or ``max_rounds``
 is reached. The cases of one run, and their rounds pooled (:class:`PooledResult`), are decided
@@ -71,6 +71,8 @@ METRICS = ("cpu", "wall")
 # Where the round processes' kernel counts them (``worker.py``): instructions per sample, which
 # other processes on the machine barely move; decided on with ``metric="instructions"``.
 COUNTED = ("instructions",)
+# A pair's two samples: at the same time on one CPU, or one after the other (Settings.pairing).
+PAIRINGS = ("together", "turns")
 EXIT_OK, EXIT_REGRESSION, EXIT_UNDECIDED = 0, 1, 2
 
 
@@ -97,6 +99,13 @@ class Settings:
     # budget (rlperf.bench.budget), where 6 can flag one (max-T: 2^-6 <= 2.5%); 6 pairs and
     # 0.2 s, the earlier defaults, fitted 6.
     pairs_per_round: int = 3  # samples per side per round, interleaved
+    # How a pair's two samples share their CPU: "together", both sides' calls at once, the
+    # kernel's scheduler switching between them every few ms, or "turns", one sample after
+    # the other. Beside two busy processes a pair's log-ratio had an sd of 0.12 in turns and
+    # 0.04 together (docs/journal/gate.md, 2026-12-03): a neighbour's effect on the CPU time
+    # changes within a tenth of a second, and only a finer interleave cancels it. Wall time
+    # needs turns (together, each side's wall time counts the other's share of the CPU).
+    pairing: str = "together"
     sample_s: float = 0.1  # target CPU seconds of one sample (calls calibrated to reach it)
     warmup_s: float = 0.1  # untimed CPU seconds per case and round (at least 3 calls)
     # Wall seconds a run may take on the slowest box beside two busy processes (CI's 5
@@ -124,6 +133,13 @@ class Settings:
             raise GateError("pairs_per_round must be >= 1, sample_s > 0 and warmup_s >= 0")
         if not self.budget_s >= 0:
             raise GateError(f"budget_s must be >= 0 (0: no budget), got {self.budget_s}")
+        if self.pairing not in PAIRINGS:
+            raise GateError(f"pairing must be one of {', '.join(PAIRINGS)}, got {self.pairing!r}")
+        if self.metric == "wall" and self.pairing == "together":
+            raise GateError(
+                "--metric wall needs --pairing turns: samples paired together "
+                "each count the other side's share of the CPU as wall time"
+            )
         return self
 
     def plan(self, cases: list[str]) -> budget.GatePlan | None:
@@ -278,10 +294,11 @@ class Worker:
         self._stderr.close()
 
 
-def begin_round(worker: Worker, cases: list[str], warmup_s: float) -> None:
+def begin_round(worker: Worker, cases: list[str], warmup_s: float, pairing: str = "turns") -> None:
     """Fresh round processes for both sides, set up (concurrently: nothing is timed yet)."""
     sides = {label: str(side.src) for label, side in worker.sides.items()}
-    request = {"op": "setup", "sides": sides, "cases": cases, "warmup_s": warmup_s}
+    request = {"op": "setup", "sides": sides, "cases": cases, "warmup_s": warmup_s,
+               "pairing": pairing}  # fmt: skip
     worker.setup_answers = worker.ask(request)["sides"]
 
 
@@ -300,10 +317,13 @@ def sample_key(metric: str) -> str:
     return metric if metric in COUNTED else f"{metric}_s"
 
 
-def measured_metrics(results: list[CaseResult]) -> tuple[str, ...]:
-    """The metrics every sample has: cpu and wall, and instructions where they were counted."""
+def measured_metrics(results: list[CaseResult], pairing: str = "turns") -> tuple[str, ...]:
+    """The metrics every sample has: cpu, wall where the pairs ran in turns (paired together,
+    a side's wall time counts the other's share of the CPU), and instructions where they were
+    counted."""
     samples = [s for r in results for rounds in r.rounds for side in rounds.values() for s in side]
-    return METRICS + tuple(m for m in COUNTED if samples and all(m in s for s in samples))
+    timed = METRICS if pairing == "turns" else tuple(m for m in METRICS if m != "wall")
+    return timed + tuple(m for m in COUNTED if samples and all(m in s for s in samples))
 
 
 def fastest(samples: list[dict[str, float]], metric: str) -> float:
@@ -324,7 +344,7 @@ def analyse(results: list[CaseResult], settings: Settings) -> PooledResult | Non
     differ, as in files from before 2026-11-29, when cases stopped one by one). GateError
     when the samples lack the metric the decision uses (instructions not counted)."""
     cases = [r for r in results if not isinstance(r, PooledResult)]
-    metrics = measured_metrics(cases)
+    metrics = measured_metrics(cases, settings.pairing)
     if settings.metric not in metrics:
         raise GateError(f"--metric {settings.metric}: the samples have no {settings.metric}")
     poolable = len(cases) > 1 and len({len(r.rounds) for r in cases}) == 1
@@ -444,7 +464,7 @@ def run_rounds(
         r, calibrate_s = 0, 0.0
         while r < settings.max_rounds:
             round_started = time.perf_counter()
-            begin_round(worker, cases, settings.warmup_s)
+            begin_round(worker, cases, settings.warmup_s, settings.pairing)
             if r == 0:
                 for side, answer in worker.setup_answers.items():
                     for case, reason in answer.get("skipped", {}).items():
@@ -565,24 +585,34 @@ def pair_cpu(cpus: list[int] | None, round_index: int, pair: int, pairs: int) ->
 def measure_round(
     worker: Worker, result: CaseResult, round_index: int, settings: Settings, cpus: list[int]
 ) -> Samples:
-    """``pairs_per_round`` back-to-back pairs; the order alternates (A B, B A, ...); both
-    samples of a pair on one of ``cpus`` (:func:`pair_cpu`), recorded in the samples as
-    ``cpu``."""
+    """``pairs_per_round`` pairs, both samples of a pair on one of ``cpus`` (:func:`pair_cpu`,
+    recorded in the samples as ``cpu``), the order alternating (A B, B A, ...): with
+    ``settings.pairing`` "together" the order the two sides are started in, with "turns" the
+    order they run in, back to back."""
     samples: Samples = {"base": [], "head": []}
     request = {"op": "measure", "case": result.name, "calls": result.calls_per_sample}
     for j in range(settings.pairs_per_round):
         order = ("base", "head") if (round_index + j) % 2 == 0 else ("head", "base")
         pinned = pair_cpu(cpus, round_index, j, settings.pairs_per_round)
-        for label in order:
-            answer = worker.ask({**request, **pinned, "side": label})
-            sample = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"], **pinned}
-            for counted in COUNTED:
-                if counted in answer:
-                    sample[counted] = answer[counted]
-            if "sections_s" in answer:
-                sample["sections_s"] = answer["sections_s"]
-            samples[label].append(sample)
+        if settings.pairing == "together":
+            answers = worker.ask({**request, **pinned, "op": "measure_together",
+                                  "order": list(order)})["sides"]  # fmt: skip
+        else:
+            answers = {label: worker.ask({**request, **pinned, "side": label}) for label in order}
+        for label in ("base", "head"):
+            samples[label].append(sample_of(answers[label], pinned))
     return samples
+
+
+def sample_of(answer: dict[str, Any], pinned: dict[str, int]) -> dict[str, Any]:
+    """A sample as the ``--json`` file keeps it, from a round process's ``measure`` reply."""
+    sample = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"], **pinned}
+    for counted in COUNTED:
+        if counted in answer:
+            sample[counted] = answer[counted]
+    if "sections_s" in answer:
+        sample["sections_s"] = answer["sections_s"]
+    return sample
 
 
 def format_verdict(v: Verdict) -> str:

@@ -15,12 +15,15 @@ request:
 
     {"op": "ready"}                     -> {"ready": true}  (once the preloads are imported)
     {"op": "setup", "sides": {"base": "TREE/src", "head": "TREE/src"}, "cases": [...],
-     "warmup_s": 0.3}          -> {"sides": {"base": {"rlperf": path, "items": {...},
+     "warmup_s": 0.3[, "pairing": "together"]}
+                              -> {"sides": {"base": {"rlperf": path, "items": {...},
                                                       "skipped": {...}}, "head": {...}}}
     {"op": "calibrate", "side": "base", "case": name, "sample_s": 0.1}  -> {"calls": n}
     {"op": "measure", "side": "head", "case": name, "calls": n[, "cpu": k]}
                               -> {"wall_s": w, "cpu_s": c[, "instructions": n]
                                   [, "sections_s": {name: s}]}
+    {"op": "measure_together", "case": name, "calls": n[, "cpu": k], "order": ["head", "base"]}
+                              -> {"sides": {"base": <measure reply>, "head": <measure reply>}}
     {"op": "end"}                       -> {"ended": true}  (both round processes exit)
 
 The learning gate (``--registry .../registry/learning.py``) asks for whole training runs, each
@@ -46,11 +49,15 @@ Any failure is answered ``{"error": "...", "side": label}`` and the worker exits
 ``time.process_time()``: the round process's user + system time, all its threads included.
 ``cpu``: the round process's thread is pinned to CPU ``k`` before it times the calls (the
 gate sends both samples of a pair the same CPU: ``gate.pair_cpu`` says why).
+``measure_together``: both sides' round processes are sent the same ``measure`` request, in
+``order``, before either reply is read, so they time their calls at the same time on one CPU
+and the scheduler switches between them every few milliseconds (``gate.Settings.pairing``).
 ``instructions`` (user-space instructions retired by the round process's thread, from the
 kernel's hardware counter) where the kernel counts them; else the setup reply says why in
 ``"no_instructions"``.
-``sections_s`` holds the seconds (wall) each section of the tree's process-wide profiler gained
-during the timed calls: the trainer's phases for a case that trains. It is read from two
+``sections_s`` holds the seconds (wall; the thread's CPU seconds where the setup request says
+``"pairing": "together"``) each section of the tree's process-wide profiler gained during the
+timed calls: the trainer's phases for a case that trains. It is read from two
 snapshots taken just outside the timed window, so it costs the timing nothing.
 """
 
@@ -171,11 +178,28 @@ def import_tree(src: Path) -> Path:
     return origin
 
 
+def time_sections_on_cpu() -> None:
+    """Make the tree's section profiler read this thread's CPU clock instead of the wall clock.
+
+    For samples paired together (``gate.Settings.pairing``): while one side runs, the other's
+    open sections go on counting wall time, so their wall seconds would measure the other
+    side as much as their own code. Every tree since the profiler began reads its clock
+    through the module's ``_perf_ns``; a tree without it keeps its wall clock."""
+    try:
+        from rlperf.timing import sections
+    except ImportError:
+        return
+    if hasattr(sections, "_perf_ns"):
+        sections._perf_ns = time.thread_time_ns
+
+
 def setup_round(
     request: dict[str, Any], src: Path, registry_path: Path
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Import the tree's rlperf, set up and warm up the cases; (cases by name, the reply)."""
     origin = import_tree(src)
+    if request.get("pairing") == "together":
+        time_sections_on_cpu()
     registry = load_registry(registry_path)
     prepared, items, skipped = {}, {}, {}
     for case in registry.select(request["cases"]):
@@ -356,6 +380,18 @@ def fork_round(
     return RoundProcess(pid, os.fdopen(requests_out, "w"), os.fdopen(replies_in))
 
 
+def measure_together(
+    rounds: dict[str, RoundProcess], request: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Both round processes time the same calls at once (pinned to the request's ``cpu``):
+    each is sent its ``measure`` request, in ``request["order"]``, before either reply is
+    read; side -> its reply."""
+    measure = {k: v for k, v in request.items() if k != "order"}
+    for label in request["order"]:
+        send(rounds[label].requests, {**measure, "op": "measure"})
+    return {label: rounds[label].receive() for label in request["order"]}
+
+
 def serve(registry_path: Path, preload: list[str]) -> int:
     """Preload; per ``setup`` fork both sides' round processes, relay until ``end``; exit 0
     when stdin closes, 1 after any error (which is relayed first)."""
@@ -377,6 +413,13 @@ def serve(registry_path: Path, preload: list[str]) -> int:
                     setup = {**request, "src": src}
                     rounds[label] = fork_round(setup, registry_path, list(rounds.values()))
                 answers = {label: process.receive() for label, process in rounds.items()}
+                failed = [label for label, answer in answers.items() if "error" in answer]
+                if failed:
+                    send(sys.stdout, {**answers[failed[0]], "side": failed[0]})
+                    return 1
+                send(sys.stdout, {"sides": answers})
+            elif op == "measure_together" and set(request.get("order", ())) == set(rounds):
+                answers = measure_together(rounds, request)
                 failed = [label for label, answer in answers.items() if "error" in answer]
                 if failed:
                     send(sys.stdout, {**answers[failed[0]], "side": failed[0]})
