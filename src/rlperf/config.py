@@ -275,6 +275,12 @@ class PPOConfig:
         "the rate's anneal counts it): the sampled actions end near the policy's mean; "
         "discrete actions ignore it; 0: off",
     )
+    final_std_from: float = _f(
+        0.0,
+        "with --final-std, the share of the run's progress in [0, 1) before the std ceiling "
+        "starts to fall (until then it is the starting std; from there it falls log-linearly "
+        "to --final-std at the end): a policy still searching for its gait keeps exploring",
+    )
     gamma: float = _f(0.99, "discount factor")
     gae_lambda: float = _f(0.95, "GAE lambda")
     clip_coef: float = _f(0.2, "PPO ratio clip")

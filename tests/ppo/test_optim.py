@@ -120,6 +120,29 @@ def test_the_std_ceiling_falls_log_linearly_on_the_anneals_progress() -> None:
     assert run_progress(anneal_config(budget_s=10.0), 2, 10, elapsed_s=5.0) == 0.2
 
 
+def test_the_std_ceiling_waits_for_final_std_from_then_falls_to_the_end() -> None:
+    """``--final-std-from F``: the starting log-std until F of the run, then linear in the
+    progress to log(final_std) at 1 (F = 0 is the plain ceiling)."""
+    cfg = anneal_config()
+    cfg.policy.init_log_std, cfg.ppo.final_std, cfg.ppo.final_std_from = -1.0, 0.1, 0.6
+    assert log_std_ceiling(cfg, 0.0) == log_std_ceiling(cfg, 0.6) == -1.0
+    assert log_std_ceiling(cfg, 0.8) == pytest.approx(-1.0 + 0.5 * (math.log(0.1) + 1.0))
+    assert log_std_ceiling(cfg, 1.0) == pytest.approx(math.log(0.1))
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.0, 1.5])
+def test_a_final_std_from_outside_the_run_is_refused(share: float) -> None:
+    from rlperf.config import ConfigError
+    from rlperf.ppo.checks import check_config
+
+    cfg = anneal_config()
+    cfg.ppo.final_std, cfg.ppo.final_std_from = 0.1, share
+    with pytest.raises(
+        ConfigError, match=r"--final-std-from must be a share of the run in \[0, 1\)"
+    ):
+        check_config(cfg, world_size=1)
+
+
 @pytest.mark.parametrize("final_std", [-0.1, 1.0, 2.0])
 def test_a_final_std_not_below_the_starting_std_is_refused(final_std: float) -> None:
     from rlperf.config import ConfigError

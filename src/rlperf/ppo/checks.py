@@ -80,6 +80,10 @@ def check_fit(cfg: Config, spec: EnvSpec, rows: int, world_size: int) -> None:
             f"--final-std must be 0 (off) or in (0, {start_std:.4g}), below the starting std "
             f"exp(--init-log-std), got {final_std}"
         )
+    if not 0.0 <= cfg.ppo.final_std_from < 1.0:
+        raise ConfigError(
+            f"--final-std-from must be a share of the run in [0, 1), got {cfg.ppo.final_std_from}"
+        )
     if cfg.ppo.normalize_value and not cfg.ppo.norm_adv:
         # The advantages are divided by the returns' std after GAE (ppo/value_norm.py): only a
         # per-minibatch normalisation makes that leave the policy loss as it was.

@@ -184,13 +184,15 @@ def annealed_lr(cfg: Config, iteration: int, num_iterations: int, elapsed_s: flo
 
 def log_std_ceiling(cfg: Config, done: float) -> float:
     """With ``--final-std``, the highest log-std the Gaussian may have once ``done`` (in
-    [0, 1], :func:`run_progress`) of the run is behind: linear in ``done`` from the starting
-    log-std (``--init-log-std``) to ``log(final_std)``. ``inf`` when off."""
+    [0, 1], :func:`run_progress`) of the run is behind: the starting log-std
+    (``--init-log-std``) up to ``--final-std-from``, then linear in ``done`` to
+    ``log(final_std)`` at 1. ``inf`` when off."""
     final_std = cfg.ppo.final_std
     if not final_std:
         return math.inf
-    start = cfg.policy.init_log_std
-    return start + done * (math.log(final_std) - start)
+    start, begin = cfg.policy.init_log_std, cfg.ppo.final_std_from
+    falling = max(0.0, done - begin) / (1.0 - begin)
+    return start + falling * (math.log(final_std) - start)
 
 
 # rl_games' AdaptiveScheduler (rl_games/common/schedulers.py): its bounds and step.
