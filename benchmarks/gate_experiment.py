@@ -10,8 +10,9 @@ default), then runs the gate over ``--cases`` alternately
 
 recording each run's exit status, wall time, ratios and the phase each case's verdict names.
 The gate code that runs is the clone's own (``python -m rlperf.cli gate``), so edits to this
-checkout during the experiment change nothing. Each run's ``--json`` is kept; the samples are
-re-decided on wall time as well, to compare the two metrics on the same measurements. The
+checkout during the experiment change nothing. Each run's ``--json`` is kept; with pairs run
+in turns (``-- --pairing turns``) the samples are re-decided on wall time as well, to compare
+the two metrics on the same measurements. The
 planted slowdown is in the Trainer, so ``--cases`` must be cases that train (``e2e_train``,
 ``petri_e2e``, ``grid_e2e``: the gate's default set, one per workload, is all of these), and
 every one of them slows. The rates are family-wise: a run is a false alarm, or a catch, when
@@ -132,8 +133,12 @@ def run_gate(clone: Path, base: str, head: str, json_path: Path, gate_args: list
 
 
 def redecide_on_wall(clone: Path, json_path: Path) -> int | None:
-    """Exit status the gate gives on the same samples decided on wall time."""
+    """Exit status the gate gives on the same samples decided on wall time; None where there
+    are none to decide on (no file, or pairs run together: a side's wall time counts the
+    other's share of the CPU)."""
     if not json_path.exists():
+        return None
+    if json.loads(json_path.read_text()).get("settings", {}).get("pairing") == "together":
         return None
     env = {**os.environ, "PYTHONPATH": str(clone / "src")}
     cmd = [sys.executable, "-m", "rlperf.cli", "gate", "--from-json", str(json_path),
@@ -165,6 +170,9 @@ def summarise(rows: list[dict], slowdown: float) -> str:
         "|---|---|---|---|---|---|",
     ]
     for metric, key in (("cpu (gate default)", "exit"), ("wall (same samples)", "exit_wall")):
+        if all(r.get(key) is None for r in rows):
+            lines.append(f"| {metric} | not measured (pairs run together) | | | | |")
+            continue
         lines.append(
             f"| {metric} | {count('A/A', key, 1)}/{n_aa} | {count('A/A', key, 2)}/{n_aa} | "
             f"{count('planted', key, 1)}/{n_pl} | {count('planted', key, 0)}/{n_pl} | "
@@ -322,7 +330,8 @@ def main() -> int:
     if args.summarise is not None:
         print(summarise(json.loads(args.summarise.read_text()), args.slowdown))
         return 0
-    repo = Path(git(["rev-parse", "--show-toplevel"], Path.cwd()))
+    # The repository this script is in, wherever it is run from.
+    repo = Path(git(["rev-parse", "--show-toplevel"], Path(__file__).resolve().parent))
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="gate-experiment-") as tmp, busy_processes(args.busy):

@@ -626,6 +626,31 @@ def test_pairs_run_together_share_one_cpu_and_time_their_sections_on_it(
     assert 0.5 < median(top) < 1.1, top
 
 
+def test_sections_on_the_cpu_clock_sleep_uncounted_and_drop_kernel_spans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the round processes of pairs run together do to the tree's profiler: a section that
+    sleeps gains (almost) no time, one that spins gains its CPU time, and spans a C kernel
+    timed on its own wall clock are not recorded."""
+    from rlperf.bench.worker import time_sections_on_cpu
+    from rlperf.timing import sections
+
+    monkeypatch.setattr(sections, "_perf_ns", sections._perf_ns)  # restored after the test
+    monkeypatch.setattr(sections.Profiler, "record", sections.Profiler.record)
+    time_sections_on_cpu()
+    profiler = sections.Profiler()
+    with profiler.section("sleep"):
+        time.sleep(0.05)
+    with profiler.section("spin"):
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
+    profiler.record("kernel", total_ns=10**9, calls=1, min_ns=10**9, max_ns=10**9)
+    seconds = profiler.snapshot_ns()
+    assert seconds["sleep"] < 5e6 and 2e7 <= seconds["spin"] < 5e7
+    assert "kernel" not in seconds
+
+
 def test_a_preload_marked_optional_is_skipped_where_missing(tiny_repo: TinyRepo) -> None:
     """``?name``: imported once where installed (the extras' modules), passed over where not;
     a required module that is missing stops the worker with its ImportError."""
@@ -652,16 +677,17 @@ def test_the_first_round_sets_the_rounds_the_budget_holds_at_this_pace() -> None
     flag a regression (6 at 95%: a case slower in all 6 clears 2^-6 <= 2.5%, max-T);
     nothing changes without a budget or when the plan already fits."""
     fits = Settings(max_rounds=11, budget_s=300.0)
-    line = fits.fit_pace(7, spent_s=40.0, round_s=25.0)  # 1 + 260 // 25 = 11: as planned
+    # Later rounds planned at 1.1x round 1's wall time (budget.LATER_ROUNDS).
+    line = fits.fit_pace(7, spent_s=40.0, round_s=23.0)  # 1 + 260 // 25.3 = 11: as planned
     assert line is None and fits.max_rounds == 11
     slower = Settings(max_rounds=11, budget_s=300.0)
-    line = slower.fit_pace(7, spent_s=40.0, round_s=28.0)  # 1 + 9 = 10
+    line = slower.fit_pace(7, spent_s=40.0, round_s=26.0)  # 1 + 260 // 28.6 = 10
     assert slower.max_rounds == 10
-    assert line == "gate: round 1 took 28 s: 10 rounds fit the 5.0 min budget (of 11 planned)"
+    assert line == "gate: round 1 took 26 s: 10 rounds fit the 5.0 min budget (of 11 planned)"
     slowest = Settings(max_rounds=11, budget_s=300.0)
-    line = slowest.fit_pace(7, spent_s=50.0, round_s=60.0)  # 1 + 4 = 5, too few
+    line = slowest.fit_pace(7, spent_s=50.0, round_s=60.0)  # 1 + 250 // 66 = 4, too few
     assert slowest.max_rounds == 6
-    assert line is not None and "holds 5 rounds" in line and "running the 6 that can" in line
+    assert line is not None and "holds 4 rounds" in line and "running the 6 that can" in line
     assert "~5.8 min" in line  # 50 s + 5 more rounds of 60 s
     unbudgeted = Settings(max_rounds=11, budget_s=0.0)
     assert unbudgeted.fit_pace(7, 290.0, 100.0) is None and unbudgeted.max_rounds == 11
@@ -671,9 +697,9 @@ def test_a_faster_pace_than_planned_spends_the_budget_on_more_rounds() -> None:
     """The plan scales measured costs to the slowest busy box; where round 1 runs faster the
     rounds that fit go up to the rounds asked for, not past them."""
     faster = Settings(max_rounds=11, budget_s=300.0)
-    line = faster.fit_pace(7, spent_s=30.0, round_s=15.0, ceiling=25)  # 1 + 270 // 15 = 19
-    assert faster.max_rounds == 19
-    assert line == "gate: round 1 took 15 s: 19 rounds fit the 5.0 min budget (of 11 planned)"
+    line = faster.fit_pace(7, spent_s=30.0, round_s=15.0, ceiling=25)  # 1 + 270 // 16.5 = 17
+    assert faster.max_rounds == 17
+    assert line == "gate: round 1 took 15 s: 17 rounds fit the 5.0 min budget (of 11 planned)"
     capped = Settings(max_rounds=11, budget_s=300.0)
     capped.fit_pace(7, spent_s=30.0, round_s=5.0, ceiling=25)  # 1 + 54: the 25 asked
     assert capped.max_rounds == 25

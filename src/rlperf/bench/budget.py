@@ -58,6 +58,10 @@ LARGE_CASE_S = 4.0
 
 # -- rlperf gate -------------------------------------------------------------------------------
 GATE_BUDGET_S = 300.0  # one gate run, wall seconds on the slowest box, beside two busy processes
+# The later rounds' wall time per round 1's, as the pace plans them (gate.Settings.fit_pace):
+# beside two busy processes on 2026-12-03, runs whose horizon round 1's pace set at 20-21
+# rounds took up to 324 s of their 300, the later rounds ~9% slower than the first.
+LATER_ROUNDS = 1.1
 # Before the first round: the base's worktree and build (a cached kernel copy), the worker's
 # imports of torch, numpy and gymnasium (this box, CPU seconds).
 GATE_START_S = 8.0

@@ -178,13 +178,14 @@ class Settings:
         Why: the plan (:meth:`fit_budget`) reads costs measured on one box and scales them to
         the slowest box beside two busy processes, and a box's speed drifts 2x from day to day;
         the first round measures the pace itself, so a faster box spends its budget on more
-        rounds rather than leaving it unused. Its wall time cannot depend on the verdict (the
-        regression test is taken once, at the horizon), so setting the horizon from it keeps
-        the false-alarm rate."""
+        rounds rather than leaving it unused. The later rounds are planned at
+        :data:`rlperf.bench.budget.LATER_ROUNDS` times its wall time. Its wall time cannot
+        depend on the verdict (the regression test is taken once, at the horizon), so setting
+        the horizon from it keeps the false-alarm rate."""
         if not self.budget_s or round_s <= 0:
             return None
         ceiling = self.max_rounds if ceiling is None else max(ceiling, self.max_rounds)
-        fit = 1 + math.floor(max(0.0, self.budget_s - spent_s) / round_s)
+        fit = 1 + math.floor(max(0.0, self.budget_s - spent_s) / (budget.LATER_ROUNDS * round_s))
         need = min_rounds_to_flag(self.confidence, self.min_rounds)
         rounds = min(ceiling, max(fit, need))
         if rounds == self.max_rounds:
