@@ -162,12 +162,20 @@ SHARED = (
     ("--max-rounds", int, "max_rounds",
      "rounds before giving up undecided (--learning: last look)"),
 )  # fmt: skip
+
+
+def as_given(value: str) -> str:
+    """A str option's type: the value itself, so the parser's :class:`UnsetStr` default stays
+    marked (``type=str`` would make it a plain str, as if given)."""
+    return value
+
+
 # The SPS gate's alone: refused with --learning.
-SPS_ONLY = (
+SPS_ONLY: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
     ("--pairs", int, "pairs_per_round", "samples per side per round"),
     ("--sample-s", float, "sample_s", "CPU seconds of one sample"),
     ("--warmup-s", float, "warmup_s", "untimed CPU seconds per case and round"),
-    ("--pairing", str, "pairing",
+    ("--pairing", as_given, "pairing",
      "together: a pair's two samples at once on one CPU; turns: one after the other (--metric "
      "wall: turns)"),
     ("--budget-s", float, "budget_s",
@@ -196,10 +204,9 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         default = getattr(sps, attr)
         both = f"default: {default}; --learning: {getattr(learning, attr)}"
         parser.add_argument(flag, type=kind, default=unset(default), help=f"{text} ({both})")
-    for flag, kind, attr, text in SPS_ONLY:
+    for flag, convert, attr, text in SPS_ONLY:
         default = getattr(sps, attr)
-        # No type for a str: argparse would convert the marked default back to a plain str.
-        parser.add_argument(flag, type=None if kind is str else kind, default=unset(default),
+        parser.add_argument(flag, type=convert, default=unset(default),
                             help=f"{text} (default: {default})")  # fmt: skip
 
 
