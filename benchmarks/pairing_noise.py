@@ -24,7 +24,15 @@ import statistics
 import sys
 from pathlib import Path
 
-from rlperf.bench.gate import PAIRINGS, Side, Worker, begin_round, end_round, pair_cpu
+from rlperf.bench.gate import (
+    PAIRINGS,
+    Side,
+    Worker,
+    begin_round,
+    end_round,
+    measure_pair,
+    pair_cpu,
+)
 from rlperf.bench.harness import busy_processes
 from rlperf.bench.registry import gate_case_names, select
 from rlperf.cores import pinnable_cores
@@ -38,10 +46,7 @@ def pair_log_ratio(worker: Worker, case: str, calls: int, pairing: str, j: int,
     """One pair's log(head / base) in CPU seconds; the side that starts alternates with ``j``."""
     order = ["base", "head"] if j % 2 == 0 else ["head", "base"]
     request = {"op": "measure", "case": case, "calls": calls, **cpu}
-    if pairing == "together":
-        answers = worker.ask({**request, "op": "measure_together", "order": order})["sides"]
-    else:
-        answers = {side: worker.ask({**request, "side": side}) for side in order}
+    answers = measure_pair(worker, request, order, pairing)
     return math.log(answers["head"]["cpu_s"] / answers["base"]["cpu_s"])
 
 

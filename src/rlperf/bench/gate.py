@@ -595,14 +595,20 @@ def measure_round(
     for j in range(settings.pairs_per_round):
         order = ("base", "head") if (round_index + j) % 2 == 0 else ("head", "base")
         pinned = pair_cpu(cpus, round_index, j, settings.pairs_per_round)
-        if settings.pairing == "together":
-            answers = worker.ask({**request, **pinned, "op": "measure_together",
-                                  "order": list(order)})["sides"]  # fmt: skip
-        else:
-            answers = {label: worker.ask({**request, **pinned, "side": label}) for label in order}
+        answers = measure_pair(worker, {**request, **pinned}, order, settings.pairing)
         for label in ("base", "head"):
             samples[label].append(sample_of(answers[label], pinned))
     return samples
+
+
+def measure_pair(
+    worker: Worker, request: dict[str, Any], order: Sequence[str], pairing: str
+) -> dict[str, dict[str, Any]]:
+    """One pair of ``measure`` ``request`` (case, calls, cpu), side -> its reply: both sides
+    started at once in ``order`` ("together"), or one after the other in it ("turns")."""
+    if pairing == "together":
+        return worker.ask({**request, "op": "measure_together", "order": list(order)})["sides"]
+    return {label: worker.ask({**request, "side": label}) for label in order}
 
 
 def sample_of(answer: dict[str, Any], pinned: dict[str, int]) -> dict[str, Any]:
